@@ -1,0 +1,253 @@
+"""Algorithm: the learner's side of a run: workers, policy, counters, results, checkpoints.
+
+Subclasses (one file each in ``volley/algorithms``) write only what is theirs:
+``setup()`` (optimizers), ``postprocess`` (what a worker adds to its batch) and
+``training_step()``, which reads like the paper's pseudocode. Everything an
+iteration shares (sampling from the workers with the current weights, merging the
+observation filter, episode statistics, timing) lives here.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from abc import ABC, abstractmethod
+from collections import deque
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+
+from volley.checkpoint import flatten_optimizer, read_checkpoint, unflatten_optimizer, write_checkpoint
+from volley.config import AlgorithmConfig
+from volley.engines import make_worker_group
+from volley.envs import check_env_id, registered_creator
+from volley.errors import CheckpointError, ConfigError
+from volley.models import build_policy
+from volley.rollout.batch import Batch
+from volley.rollout.filters import RunningStats, make_filter
+from volley.rollout.worker import EnvStreams, Postprocess, RolloutWorker
+
+EVAL_SEED_OFFSET = 1_000_000  # evaluation environments never replay training seeds
+
+
+class Algorithm(ABC):
+    """Base of every algorithm; build one with ``SomeConfig(...).build()``."""
+
+    config_class: ClassVar[type[AlgorithmConfig]]
+    postprocess: ClassVar[Postprocess]
+
+    def __init__(self, config: AlgorithmConfig) -> None:
+        config = config.copy()
+        config.validate()
+        if config.num_gpus > 0 and not torch.cuda.is_available():
+            raise ConfigError(f"num_gpus={config.num_gpus:g} but torch sees no CUDA device")
+        check_env_id(config.env)
+        self.config = config
+        self.device = torch.device("cuda" if config.num_gpus > 0 else "cpu")
+        self.workers = make_worker_group(config, type(self).postprocess, registered_creator(config.env))
+        self.observation_space, self.action_space = self.workers.call("spaces")[0]
+        torch.manual_seed(config.seed)  # after local workers exist, so every engine inits alike
+        self.preprocess, policy = build_policy(self.observation_space, self.action_space, config.model)
+        self.policy = policy.to(self.device)
+        self.obs_filter = make_filter(config.observation_filter, self.preprocess.shape)
+        self.rng = np.random.default_rng(config.seed)
+        self.iteration = 0
+        self.timesteps_total = 0
+        self.episodes_total = 0
+        self.time_total_s = 0.0
+        self._recent_returns: deque[float] = deque(maxlen=config.metrics_num_episodes_for_smoothing)
+        self._recent_lengths: deque[int] = deque(maxlen=config.metrics_num_episodes_for_smoothing)
+        self._eval_worker: RolloutWorker | None = None
+        self._sample_time = 0.0
+        self._episodes_this_iter = 0
+        self._steps_this_iter = 0
+        self.setup()
+
+    # -- what each algorithm writes ------------------------------------------------------------
+
+    @abstractmethod
+    def setup(self) -> None:
+        """Create optimizers and any other learner state."""
+
+    @abstractmethod
+    def training_step(self) -> dict[str, float]:
+        """One iteration (sample, update, ...); returns the algorithm's own statistics."""
+
+    def optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        """Optimizers to checkpoint, by name."""
+        return {"optimizer": self.optimizer} if hasattr(self, "optimizer") else {}
+
+    # -- what they share -------------------------------------------------------------------
+
+    @property
+    def filter_stats(self) -> RunningStats | None:
+        return getattr(self.obs_filter, "stats", None)
+
+    def sample(self) -> Batch:
+        """Every worker samples with the learner's current weights; one concatenated batch."""
+        start = time.perf_counter()
+        results = self.workers.call("sample", self.policy.get_flat_weights(), self.filter_stats)
+        for result in results:
+            if result.filter_delta is not None:
+                self.obs_filter.stats.merge(result.filter_delta)  # type: ignore[union-attr]
+            self._recent_returns.extend(result.episode_returns.tolist())
+            self._recent_lengths.extend(result.episode_lengths.tolist())
+            self._episodes_this_iter += len(result.episode_returns)
+            self._steps_this_iter += result.env_steps
+        self._sample_time += time.perf_counter() - start
+        return Batch.concat([result.batch for result in results])
+
+    def current_lr(self) -> float:
+        """``lr``, or ``lr_schedule`` interpolated at the current timestep."""
+        schedule = self.config.lr_schedule
+        if not schedule:
+            return self.config.lr
+        steps, values = zip(*schedule, strict=True)
+        return float(np.interp(self.timesteps_total, steps, values))
+
+    def train(self) -> dict[str, Any]:
+        """Run one training iteration and return its flat result dict."""
+        start = time.perf_counter()
+        self._sample_time, self._episodes_this_iter, self._steps_this_iter = 0.0, 0, 0
+        stats = self.training_step()
+        took = time.perf_counter() - start
+        self.iteration += 1
+        self.timesteps_total += self._steps_this_iter
+        self.episodes_total += self._episodes_this_iter
+        self.time_total_s += took
+        returns = np.asarray(self._recent_returns) if self._recent_returns else np.array([math.nan])
+        return {
+            "training_iteration": self.iteration,
+            "timesteps_total": self.timesteps_total,
+            "timesteps_this_iter": self._steps_this_iter,
+            "episodes_total": self.episodes_total,
+            "episodes_this_iter": self._episodes_this_iter,
+            "episode_reward_mean": float(returns.mean()),
+            "episode_reward_min": float(returns.min()),
+            "episode_reward_max": float(returns.max()),
+            "episode_len_mean": float(np.mean(self._recent_lengths)) if self._recent_lengths else math.nan,
+            "time_this_iter_s": took,
+            "time_total_s": self.time_total_s,
+            "sample_time_s": self._sample_time,
+            "learn_time_s": took - self._sample_time,
+            "env_steps_per_s": self._steps_this_iter / took if took > 0 else math.nan,
+            "num_workers": self.config.resolved_num_workers,
+            "num_worker_restarts": 0,
+            **stats,
+        }
+
+    # -- using the policy ------------------------------------------------------------------
+
+    def evaluate(self, num_episodes: int | None = None) -> dict[str, float]:
+        """Play episodes with the most likely action (no exploration) on this process.
+
+        Returns ``episode_reward_mean``, ``episode_reward_std``, ``episode_len_mean`` and
+        ``episodes``. Evaluation environments are seeded apart from training ones.
+        """
+        episodes = num_episodes or self.config.evaluation_duration
+        if self._eval_worker is None:
+            self._eval_worker = RolloutWorker(
+                self.config, 0, type(self).postprocess, registered_creator(self.config.env),
+                num_envs=min(episodes, self.config.num_envs_per_worker),
+                seed_offset=EVAL_SEED_OFFSET)
+        returns, lengths = self._eval_worker.evaluate(
+            self.policy.get_flat_weights(), self.filter_stats, episodes)
+        return {"episode_reward_mean": float(returns.mean()), "episode_reward_std": float(returns.std()),
+                "episode_len_mean": float(lengths.mean()), "episodes": len(returns)}
+
+    @torch.inference_mode()
+    def compute_single_action(self, obs: Any, explore: bool = False) -> Any:
+        """The action for one observation (the most likely one unless ``explore``)."""
+        processed = self.obs_filter(self.preprocess(_batch_of_one(obs), 1), update=False)
+        dist, _ = self.policy(torch.as_tensor(processed, device=self.device))
+        if explore:
+            if not hasattr(self, "_single_streams"):
+                self._single_streams = EnvStreams(self.config.seed, [EVAL_SEED_OFFSET - 1])
+            action = dist.sample(self._single_streams)
+        else:
+            action = dist.mode()
+        return action.cpu().numpy()[0]
+
+    # -- checkpoints -----------------------------------------------------------------------
+
+    def save(self, path: str | Path) -> str:
+        """Write a checkpoint directory at ``path`` (atomically) and return its path."""
+        tensors = {f"policy.{k}": v for k, v in self.policy.state_dict().items()}
+        optimizers = {}
+        for name, optimizer in self.optimizers().items():
+            opt_tensors, optimizers[name] = flatten_optimizer(optimizer.state_dict(), name)
+            tensors.update(opt_tensors)
+        tensors["rng.torch"] = torch.get_rng_state()
+        state = {
+            "iteration": self.iteration, "timesteps_total": self.timesteps_total,
+            "episodes_total": self.episodes_total, "time_total_s": self.time_total_s,
+            "recent_returns": list(self._recent_returns), "recent_lengths": list(self._recent_lengths),
+            "filter": self.filter_stats.to_state() if self.filter_stats is not None else None,
+            "rng": self.rng.bit_generator.state, "optimizers": optimizers,
+        }
+        manifest = {"algorithm": type(self).__name__, "config": self.config.to_dict(), "state": state}
+        return str(write_checkpoint(path, tensors, manifest))
+
+    def restore(self, path: str | Path) -> None:
+        """Load weights, optimizer, filter, counters and RNG state from a checkpoint."""
+        tensors, manifest = read_checkpoint(path)
+        if manifest.get("algorithm") != type(self).__name__:
+            raise CheckpointError(f"checkpoint '{path}' holds a {manifest.get('algorithm')} "
+                                  f"algorithm, not {type(self).__name__}")
+        state = manifest["state"]
+        try:
+            self.policy.load_state_dict({k[len("policy."):]: v for k, v in tensors.items()
+                                         if k.startswith("policy.")})
+            for name, optimizer in self.optimizers().items():
+                optimizer.load_state_dict(unflatten_optimizer(tensors, state["optimizers"][name], name))
+        except (RuntimeError, KeyError, ValueError) as exc:
+            raise CheckpointError(f"checkpoint '{path}' does not fit this model: {exc}") from None
+        torch.set_rng_state(tensors["rng.torch"])
+        self.rng.bit_generator.state = state["rng"]
+        if state["filter"] is not None and self.filter_stats is not None:
+            self.obs_filter.set_stats(RunningStats.from_state(state["filter"]))
+        self.iteration = state["iteration"]
+        self.timesteps_total = state["timesteps_total"]
+        self.episodes_total = state["episodes_total"]
+        self.time_total_s = state["time_total_s"]
+        self._recent_returns.extend(state["recent_returns"])
+        self._recent_lengths.extend(state["recent_lengths"])
+
+    @classmethod
+    def from_checkpoint(cls, path: str | Path, **overrides: Any) -> Algorithm:
+        """Build the algorithm a checkpoint was saved from (config keys overridable) and restore it."""
+        from volley.algorithms import get_algorithm_class
+
+        _, manifest = read_checkpoint(path)
+        algo_cls = get_algorithm_class(str(manifest.get("algorithm")))
+        config = algo_cls.config_class.from_dict(manifest["config"]).update(**overrides)
+        algo = algo_cls(config)
+        try:
+            algo.restore(path)
+        except BaseException:
+            algo.stop()
+            raise
+        return algo
+
+    def stop(self) -> None:
+        """Shut down every worker (and Ray, if this algorithm started it)."""
+        self.workers.stop()
+        if self._eval_worker is not None:
+            self._eval_worker.env.close()
+            self._eval_worker = None
+
+    def __enter__(self) -> Algorithm:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _batch_of_one(obs: Any) -> Any:
+    if isinstance(obs, dict):
+        return {k: _batch_of_one(v) for k, v in obs.items()}
+    if isinstance(obs, tuple):
+        return tuple(_batch_of_one(v) for v in obs)
+    return np.asarray(obs)[None]

@@ -1,0 +1,26 @@
+"""One module per algorithm; this index maps names to their classes."""
+
+from __future__ import annotations
+
+from volley.algorithm import Algorithm
+from volley.algorithms.ppo import PPO, PPOConfig
+from volley.config import AlgorithmConfig
+from volley.errors import ConfigError, did_you_mean
+
+ALGORITHMS: dict[str, type[Algorithm]] = {"ppo": PPO}
+
+
+def get_algorithm_class(name: str) -> type[Algorithm]:
+    """The algorithm called ``name`` (case-insensitive: 'ppo', 'PPO')."""
+    try:
+        return ALGORITHMS[name.lower()]
+    except KeyError:
+        raise ConfigError(f"unknown algorithm '{name}'{did_you_mean(name.lower(), ALGORITHMS)}; "
+                          f"choose from {', '.join(ALGORITHMS)}") from None
+
+
+def get_config_class(name: str) -> type[AlgorithmConfig]:
+    return get_algorithm_class(name).config_class
+
+
+__all__ = ["ALGORITHMS", "PPO", "PPOConfig", "get_algorithm_class", "get_config_class"]

@@ -1,0 +1,151 @@
+"""Proximal Policy Optimization (Schulman et al., 2017), clipped-surrogate variant.
+
+Per iteration: sample a batch from every worker with the current weights (workers
+compute GAE advantages on their own fragments), then run ``num_epochs`` passes of
+minibatch SGD on the clipped surrogate, the (optionally clipped) value loss and
+an entropy bonus; stop the epochs early when the approximate KL passes
+``target_kl``; the next ``sample()`` ships the new weights.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+import torch
+from torch import nn
+
+from volley.algorithm import Algorithm
+from volley.config import AlgorithmConfig, option
+from volley.errors import ConfigError
+from volley.rollout.advantages import gae
+from volley.rollout.batch import Batch
+
+
+@dataclass(kw_only=True)
+class PPOConfig(AlgorithmConfig):
+    """PPO's keys on top of :class:`~volley.config.AlgorithmConfig`.
+
+    The defaults reach a 475 mean return on CartPole-v1 in about 100k steps.
+    """
+
+    ALIASES: ClassVar[dict[str, str]] = {
+        **AlgorithmConfig.ALIASES,
+        "sgd_minibatch_size": "minibatch_size",
+        "num_sgd_iter": "num_epochs",
+        "lambda_": "gae_lambda",
+        "lambda": "gae_lambda",
+        "kl_target": "target_kl",
+    }
+    algo_name: ClassVar[str] = "ppo"
+
+    gae_lambda: float = option(0.95, "training", "GAE lambda: 1 is Monte Carlo, 0 is one-step TD")
+    clip_param: float = option(0.2, "training", "PPO's ratio clip epsilon")
+    vf_clip_param: float | None = option(
+        None, "training", "clip value updates to this distance from the old values (None: off)")
+    vf_loss_coeff: float = option(0.5, "training", "weight of the value loss")
+    entropy_coeff: float = option(0.0, "training", "weight of the entropy bonus")
+    num_epochs: int = option(10, "training", "SGD passes over each batch (alias num_sgd_iter)")
+    minibatch_size: int = option(256, "training", "rows per SGD step (alias sgd_minibatch_size)")
+    target_kl: float | None = option(
+        None, "training", "stop the epochs once the approximate KL exceeds this (None: never)")
+    normalize_advantages: bool = option(True, "training", "standardise advantages per minibatch")
+
+    def validate(self) -> None:
+        super().validate()
+        for key in ("clip_param", "num_epochs", "minibatch_size"):
+            if getattr(self, key) <= 0:
+                raise ConfigError(f"config key '{key}' must be > 0, got {getattr(self, key)!r}")
+        if not 0.0 <= self.gae_lambda <= 1.0:
+            raise ConfigError(f"config key 'gae_lambda' must be in [0, 1], got {self.gae_lambda!r}")
+        if self.minibatch_size > self.train_batch_size:
+            raise ConfigError(f"minibatch_size={self.minibatch_size} is larger than "
+                              f"train_batch_size={self.train_batch_size}")
+
+    def build(self) -> PPO:
+        return PPO(self)
+
+
+def add_advantages(columns: dict[str, np.ndarray], config: AlgorithmConfig) -> dict[str, np.ndarray]:
+    """Worker-side: GAE advantages and value targets for a time-major fragment."""
+    assert isinstance(config, PPOConfig)
+    advantages = gae(columns["rewards"], columns["values"], columns["next_values"],
+                     columns["cuts"], config.gamma, config.gae_lambda)
+    return {"obs": columns["obs"], "actions": columns["actions"], "logp": columns["logp"],
+            "values": columns["values"], "advantages": advantages,
+            "value_targets": advantages + columns["values"], "valid": columns["valid"]}
+
+
+class PPO(Algorithm):
+    """Synchronous PPO: gather samples, update on the learner, broadcast weights."""
+
+    config_class = PPOConfig
+    postprocess = staticmethod(add_advantages)
+    config: PPOConfig
+
+    def setup(self) -> None:
+        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=self.config.lr, eps=1e-5)
+
+    def training_step(self) -> dict[str, float]:
+        batch = self.sample()
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.current_lr()
+        return self.update(batch)
+
+    def update(self, batch: Batch) -> dict[str, float]:
+        """Minibatch SGD epochs on the clipped PPO objective."""
+        cfg = self.config
+        tensors = {k: torch.as_tensor(v, device=self.device) for k, v in batch.items()}
+        stats: dict[str, list[float]] = {"policy_loss": [], "vf_loss": [], "entropy": [],
+                                         "kl": [], "clip_fraction": []}
+        epochs_done = 0
+        for _ in range(cfg.num_epochs):
+            for index in Batch.minibatch_indices(len(batch), cfg.minibatch_size, self.rng):
+                mb = {k: v[index] for k, v in tensors.items()}
+                dist, values = self.policy(mb["obs"])
+                logp = dist.log_prob(mb["actions"])
+                log_ratio = logp - mb["logp"]
+                ratio = log_ratio.exp()
+                adv = mb["advantages"]
+                if cfg.normalize_advantages and len(adv) > 1:
+                    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+                policy_loss = torch.max(-adv * ratio,
+                                        -adv * ratio.clamp(1 - cfg.clip_param, 1 + cfg.clip_param)).mean()
+                vf_loss = self._value_loss(values, mb["values"], mb["value_targets"])
+                entropy = dist.entropy().mean()
+                loss = policy_loss + cfg.vf_loss_coeff * vf_loss - cfg.entropy_coeff * entropy
+
+                self.optimizer.zero_grad()
+                loss.backward()
+                if cfg.grad_clip is not None:
+                    nn.utils.clip_grad_norm_(self.policy.parameters(), cfg.grad_clip)
+                self.optimizer.step()
+
+                with torch.no_grad():  # Schulman's low-variance KL estimator
+                    kl = ((ratio - 1) - log_ratio).mean().item()
+                    clipped = ((ratio - 1).abs() > cfg.clip_param).float().mean().item()
+                for key, value in zip(stats, (policy_loss.item(), vf_loss.item(), entropy.item(),
+                                              kl, clipped), strict=True):
+                    stats[key].append(value)
+            epochs_done += 1
+            if cfg.target_kl is not None and np.mean(stats["kl"][-1:]) > cfg.target_kl:
+                break
+        return {**{k: float(np.mean(v)) for k, v in stats.items()},
+                "num_epochs_done": epochs_done, "lr": self.optimizer.param_groups[0]["lr"],
+                "explained_variance": _explained_variance(batch["values"], batch["value_targets"])}
+
+    def _value_loss(self, values: torch.Tensor, old_values: torch.Tensor,
+                    targets: torch.Tensor) -> torch.Tensor:
+        clip = self.config.vf_clip_param
+        loss = (values - targets) ** 2
+        if clip is not None:  # PPO2's clipped value loss
+            clipped = old_values + (values - old_values).clamp(-clip, clip)
+            loss = torch.max(loss, (clipped - targets) ** 2)
+        return 0.5 * loss.mean()
+
+
+def _explained_variance(predicted: np.ndarray, targets: np.ndarray) -> float:
+    """1 - Var[target - prediction] / Var[target]: how much of the return the critic explains."""
+    variance = np.var(targets)
+    return float("nan") if variance == 0 else float(1 - np.var(targets - predicted) / variance)

@@ -1,0 +1,127 @@
+"""Directory checkpoints: a JSON manifest plus one safetensors file, written atomically.
+
+Nothing here can run code on load: no pickle, no ``torch.load``. The manifest
+holds the format version, the volley version, the algorithm, its config, plain
+JSON state (counters, filter, random generator states) and the SHA-256 of every
+file, checked before anything is read. A checkpoint is written into a temporary
+directory beside its destination, fsynced, and renamed into place, so a crash
+leaves either the old checkpoint or the new one, never half of one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from volley.errors import CheckpointError
+
+FORMAT_VERSION = 1
+MANIFEST = "volley_checkpoint.json"
+TENSORS = "tensors.safetensors"
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_checkpoint(path: str | os.PathLike, tensors: dict[str, torch.Tensor],
+                     manifest: dict[str, Any]) -> Path:
+    """Write ``tensors`` and ``manifest`` (JSON data) to directory ``path``, atomically."""
+    from volley import __version__
+
+    dest = Path(path).absolute()
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.tmp-", dir=dest.parent))
+    try:
+        save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, tmp / TENSORS)
+        full = {"format_version": FORMAT_VERSION, "volley_version": __version__, **manifest,
+                "files": {TENSORS: _sha256(tmp / TENSORS)}}
+        (tmp / MANIFEST).write_text(json.dumps(full, indent=1))
+        for file in (tmp / TENSORS, tmp / MANIFEST, tmp):
+            _fsync(file)
+        if dest.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.old-", dir=dest.parent))
+            os.replace(dest, old / dest.name)
+            os.replace(tmp, dest)
+            shutil.rmtree(old)
+        else:
+            os.replace(tmp, dest)
+        _fsync(dest.parent)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return dest
+
+
+def read_checkpoint(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """Verify and load a checkpoint directory; every problem is a CheckpointError naming it."""
+    src = Path(path)
+    if not src.exists():
+        raise CheckpointError(f"no checkpoint at '{path}'")
+    if not (src / MANIFEST).is_file():
+        raise CheckpointError(f"'{path}' is not a volley checkpoint (no {MANIFEST} inside)")
+    try:
+        manifest = json.loads((src / MANIFEST).read_text())
+        version = manifest["format_version"]
+        files = manifest["files"]
+    except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"checkpoint '{path}' is corrupt: its manifest cannot be read ({exc})") from None
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise CheckpointError(f"checkpoint '{path}' has format version {version!r}, newer than this "
+                              f"volley reads ({FORMAT_VERSION}); upgrade volley")
+    for name, expected in files.items():
+        file = src / name
+        if not file.is_file():
+            raise CheckpointError(f"checkpoint '{path}' is incomplete: '{name}' is missing")
+        if _sha256(file) != expected:
+            raise CheckpointError(f"checkpoint '{path}' is corrupt: '{name}' fails its SHA-256 check")
+    try:
+        tensors = load_file(src / TENSORS)
+    except SafetensorError as exc:
+        raise CheckpointError(f"checkpoint '{path}' is corrupt: {exc}") from None
+    return tensors, manifest
+
+
+def flatten_optimizer(state: dict[str, Any], prefix: str) -> tuple[dict[str, torch.Tensor], dict]:
+    """Split ``optimizer.state_dict()`` into tensors and JSON (param groups, scalar entries)."""
+    tensors: dict[str, torch.Tensor] = {}
+    scalars: dict[str, dict[str, Any]] = {}
+    for index, entries in state["state"].items():
+        for key, value in entries.items():
+            if isinstance(value, torch.Tensor):
+                tensors[f"{prefix}.{index}.{key}"] = value
+            else:
+                scalars.setdefault(str(index), {})[key] = value
+    return tensors, {"param_groups": state["param_groups"], "scalars": scalars}
+
+
+def unflatten_optimizer(tensors: dict[str, torch.Tensor], meta: dict, prefix: str) -> dict[str, Any]:
+    """Inverse of :func:`flatten_optimizer`."""
+    state: dict[int, dict[str, Any]] = {}
+    for name, value in tensors.items():
+        if name.startswith(prefix + "."):
+            index, key = name[len(prefix) + 1:].split(".", 1)
+            state.setdefault(int(index), {})[key] = value
+    for index, entries in meta["scalars"].items():
+        state.setdefault(int(index), {}).update(entries)
+    return {"state": state, "param_groups": meta["param_groups"]}

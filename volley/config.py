@@ -1,0 +1,331 @@
+"""Algorithm configuration: typed dataclass fields plus RLlib-style builder sugar.
+
+A config is data. Every key is a dataclass field with a type, a default and a
+one-line help text; the builder methods (``.environment()``, ``.rollouts()``,
+``.training()``, ...) all funnel into one validated :meth:`AlgorithmConfig.update`.
+Values that follow from others (the fragment length, the worker count on
+``"auto"``) are properties, never stored twice.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import os
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, Union
+
+from volley.errors import ConfigError, did_you_mean
+
+GROUPS = ("environment", "rollouts", "training", "resources", "framework", "debugging",
+          "evaluation", "reporting")
+
+
+def option(default: Any, group: str, help: str) -> Any:
+    """A config field with its builder group and help text (the docs are generated from these)."""
+    assert group in GROUPS, group
+    meta = {"group": group, "help": help}
+    if isinstance(default, (list, dict)) or dataclasses.is_dataclass(default):
+        return field(default_factory=lambda: copy.deepcopy(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass(kw_only=True)
+class ModelConfig:
+    """The policy/value network (``config.training(model={...})``)."""
+
+    fcnet_hiddens: list[int] = field(default_factory=lambda: [64, 64],
+                                     metadata={"help": "hidden layer sizes of the MLP"})
+    fcnet_activation: Literal["tanh", "relu"] = field(
+        default="tanh", metadata={"help": "activation between MLP layers"})
+    vf_share_layers: bool = field(
+        default=False, metadata={"help": "share the MLP body between policy and value (CNNs always share)"})
+    log_std_init: float = field(
+        default=0.0, metadata={"help": "initial log standard deviation of a Gaussian policy"})
+
+
+def _type_name(hint: Any) -> str:
+    origin = typing.get_origin(hint)
+    if origin is Literal:
+        return " or ".join(repr(a) for a in typing.get_args(hint))
+    if origin in (Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in typing.get_args(hint))
+    if hint is type(None):
+        return "None"
+    if origin is not None:
+        return str(hint).replace("typing.", "")
+    return getattr(hint, "__name__", str(hint))
+
+
+def _coerce(key: str, value: Any, hint: Any) -> Any:
+    """Return ``value`` as type ``hint`` (an int is a valid float), or raise a ConfigError naming it."""
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    bad = ConfigError(f"config key '{key}' must be {_type_name(hint)}, got {value!r} "
+                      f"({type(value).__name__})")
+    if origin in (Union, types.UnionType):
+        for arg in args:
+            try:
+                return _coerce(key, value, arg)
+            except ConfigError:
+                continue
+        raise bad
+    if origin is Literal:
+        if value in args:
+            return value
+        hint_text = did_you_mean(str(value), [str(a) for a in args])
+        raise ConfigError(f"config key '{key}' must be {_type_name(hint)}, got {value!r}{hint_text}")
+    if hint is type(None):
+        if value is None:
+            return None
+        raise bad
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        raise bad
+    if hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer() and math.isfinite(value):
+            return int(value)
+        raise bad
+    if hint is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise bad
+    if hint is str:
+        if isinstance(value, str):
+            return value
+        raise bad
+    if origin is list:
+        if not isinstance(value, (list, tuple)):
+            raise bad
+        (item,) = args
+        return [_coerce(f"{key}[{i}]", v, item) for i, v in enumerate(value)]
+    if origin is dict or hint is dict:
+        if not isinstance(value, dict):
+            raise bad
+        return dict(value)
+    if dataclasses.is_dataclass(hint):
+        return value
+    raise TypeError(f"unsupported config type {hint!r} for '{key}'")  # a bug in volley, not user input
+
+
+@dataclass(kw_only=True)
+class AlgorithmConfig:
+    """Settings shared by every algorithm. Subclasses add their training keys.
+
+    Build one with the fluent methods and call :meth:`build`::
+
+        algo = PPOConfig().environment("CartPole-v1").rollouts(num_rollout_workers=2).build()
+    """
+
+    # Older and newer RLlib names that mean one of our keys.
+    ALIASES: ClassVar[dict[str, str]] = {
+        "num_rollout_workers": "num_workers",
+        "num_env_runners": "num_workers",
+        "num_envs_per_env_runner": "num_envs_per_worker",
+        "evaluation_num_episodes": "evaluation_duration",
+        "framework": "framework_str",
+    }
+    algo_name: ClassVar[str] = ""
+
+    env: str = option("CartPole-v1", "environment", "Gymnasium id, or a name given to register_env")
+    env_config: dict = option({}, "environment", "keyword arguments for the environment creator")
+    observation_filter: Literal["NoFilter", "MeanStdFilter"] = option(
+        "NoFilter", "environment", "running mean/std normalisation of observations, merged across workers")
+    atari_preprocessing: bool = option(
+        True, "environment", "ALE pixels: 84x84 grayscale, 4 stacked frames, frameskip 4, noop starts")
+    clip_actions: bool = option(True, "environment", "clip continuous actions to the action space bounds")
+
+    num_workers: int | Literal["auto"] = option(
+        "auto", "rollouts", "rollout workers; 0 samples in the driver process; 'auto' is the CPU count "
+        "(0 on the local engine)")
+    num_envs_per_worker: int = option(8, "rollouts", "environments each worker steps as one vector")
+    rollout_fragment_length: int | Literal["auto"] = option(
+        "auto", "rollouts", "steps per environment per sample; 'auto' divides train_batch_size evenly")
+    batch_mode: Literal["truncate_episodes", "complete_episodes"] = option(
+        "truncate_episodes", "rollouts", "fixed-length fragments, or whole episodes only")
+
+    engine: Literal["local", "ray"] = option(
+        "ray", "resources", "where workers run: 'local' in this process, 'ray' as Ray actors")
+    ray_address: str | None = option(
+        None, "resources", "Ray cluster to join ('auto', 'host:port', 'ray://...'); None starts one")
+    num_cpus: int | None = option(None, "resources", "CPUs for an embedded Ray cluster (None: all)")
+    num_cpus_per_worker: float = option(1.0, "resources", "CPUs Ray reserves for each worker")
+    num_gpus: float = option(0.0, "resources", "GPUs for the learner (0: train on the CPU)")
+
+    framework_str: Literal["torch"] = option("torch", "framework", "deep-learning framework")
+
+    seed: int = option(0, "debugging", "seed of weights, sampling and environment i (seeded seed+i)")
+
+    gamma: float = option(0.99, "training", "discount factor")
+    lr: float = option(3e-4, "training", "learning rate")
+    lr_schedule: list[list[float]] | None = option(
+        None, "training", "piecewise-linear [[timestep, lr], ...]; overrides lr when set")
+    train_batch_size: int = option(2048, "training", "environment steps per training iteration")
+    grad_clip: float | None = option(0.5, "training", "max global gradient norm (None: no clipping)")
+    model: ModelConfig = option(ModelConfig(), "training", "network settings, see ModelConfig")
+
+    evaluation_duration: int = option(10, "evaluation", "episodes Algorithm.evaluate() plays by default")
+
+    metrics_num_episodes_for_smoothing: int = option(
+        100, "reporting", "episodes averaged in episode_reward_mean")
+
+    # -- builder sugar -----------------------------------------------------------------------
+
+    def environment(self, env: str | None = None, **kwargs: Any) -> typing.Self:
+        """Set environment keys: ``env``, ``env_config``, ``observation_filter``, ..."""
+        if env is not None:
+            kwargs["env"] = env
+        return self._update_group("environment", kwargs)
+
+    def rollouts(self, **kwargs: Any) -> typing.Self:
+        """Set rollout keys: ``num_workers`` (or ``num_rollout_workers``), ``num_envs_per_worker``, ..."""
+        return self._update_group("rollouts", kwargs)
+
+    def env_runners(self, **kwargs: Any) -> typing.Self:
+        """Newer RLlib name of :meth:`rollouts` (``num_env_runners``, ``num_envs_per_env_runner``)."""
+        return self._update_group("rollouts", kwargs)
+
+    def training(self, **kwargs: Any) -> typing.Self:
+        """Set training keys: ``lr``, ``gamma``, ``train_batch_size``, ``model``, algorithm keys."""
+        return self._update_group("training", kwargs)
+
+    def resources(self, **kwargs: Any) -> typing.Self:
+        """Set resource keys: ``engine``, ``ray_address``, ``num_cpus``, ``num_gpus``, ..."""
+        return self._update_group("resources", kwargs)
+
+    def framework(self, framework: str = "torch") -> typing.Self:
+        """Choose the framework; only ``"torch"`` exists."""
+        return self._update_group("framework", {"framework_str": framework})
+
+    def debugging(self, **kwargs: Any) -> typing.Self:
+        """Set ``seed``."""
+        return self._update_group("debugging", kwargs)
+
+    def evaluation(self, **kwargs: Any) -> typing.Self:
+        """Set ``evaluation_duration`` (episodes)."""
+        return self._update_group("evaluation", kwargs)
+
+    def reporting(self, **kwargs: Any) -> typing.Self:
+        """Set ``metrics_num_episodes_for_smoothing``."""
+        return self._update_group("reporting", kwargs)
+
+    # -- the one validated setter --------------------------------------------------------------
+
+    @classmethod
+    def field_specs(cls) -> dict[str, tuple[dataclasses.Field, Any]]:
+        """Every key with its dataclass field and resolved type."""
+        hints = typing.get_type_hints(cls)
+        return {f.name: (f, hints[f.name]) for f in dataclasses.fields(cls)}
+
+    def update(self, **kwargs: Any) -> typing.Self:
+        """Set any keys (aliases accepted), checking each name and type."""
+        return self._update_group(None, kwargs)
+
+    def _update_group(self, group: str | None, kwargs: dict[str, Any]) -> typing.Self:
+        specs = self.field_specs()
+        for key, value in kwargs.items():
+            name = self.ALIASES.get(key, key)
+            if name not in specs:
+                known = list(specs) + list(self.ALIASES)
+                raise ConfigError(f"unknown config key '{key}' for {type(self).__name__}"
+                                  f"{did_you_mean(key, known)}")
+            spec, hint = specs[name]
+            if group is not None and spec.metadata["group"] != group:
+                raise ConfigError(f"config key '{key}' is set with .{spec.metadata['group']}(), "
+                                  f"not .{group}()")
+            if name == "model":
+                setattr(self, name, self._merge_model(value))
+            else:
+                setattr(self, name, _coerce(key, value, hint))
+        return self
+
+    def _merge_model(self, value: Any) -> ModelConfig:
+        if isinstance(value, ModelConfig):
+            return copy.deepcopy(value)
+        if not isinstance(value, dict):
+            raise ConfigError(f"config key 'model' must be a dict, got {value!r}")
+        model = copy.deepcopy(self.model)
+        hints = typing.get_type_hints(ModelConfig)
+        for key, item in value.items():
+            if key not in hints:
+                raise ConfigError(f"unknown model key '{key}'{did_you_mean(key, hints)}")
+            setattr(model, key, _coerce(f"model.{key}", item, hints[key]))
+        return model
+
+    # -- derived values and checks ------------------------------------------------------------
+
+    @property
+    def resolved_num_workers(self) -> int:
+        """Worker count after resolving ``"auto"``."""
+        if self.num_workers != "auto":
+            return int(self.num_workers)
+        return 0 if self.engine == "local" else (os.cpu_count() or 1)
+
+    @property
+    def num_sampling_workers(self) -> int:
+        """Workers that actually sample: ``num_workers=0`` still has one, in this process."""
+        return max(1, self.resolved_num_workers)
+
+    @property
+    def fragment_length(self) -> int:
+        """Steps each environment takes per sample call."""
+        if self.rollout_fragment_length != "auto":
+            return int(self.rollout_fragment_length)
+        total_envs = self.num_sampling_workers * self.num_envs_per_worker
+        return max(1, math.ceil(self.train_batch_size / total_envs))
+
+    def validate(self) -> None:
+        """Check ranges and combinations; raise a ConfigError that names the value."""
+        positive = {"num_envs_per_worker": self.num_envs_per_worker, "lr": self.lr,
+                    "train_batch_size": self.train_batch_size,
+                    "evaluation_duration": self.evaluation_duration,
+                    "metrics_num_episodes_for_smoothing": self.metrics_num_episodes_for_smoothing,
+                    "num_cpus_per_worker": self.num_cpus_per_worker}
+        if self.rollout_fragment_length != "auto":
+            positive["rollout_fragment_length"] = self.rollout_fragment_length
+        if self.num_cpus is not None:
+            positive["num_cpus"] = self.num_cpus
+        if self.grad_clip is not None:
+            positive["grad_clip"] = self.grad_clip
+        for key, value in positive.items():
+            if value <= 0:
+                raise ConfigError(f"config key '{key}' must be > 0, got {value!r}")
+        if self.num_workers != "auto" and self.num_workers < 0:
+            raise ConfigError(f"config key 'num_workers' must be >= 0, got {self.num_workers!r}")
+        if not 0.0 < self.gamma <= 1.0:
+            raise ConfigError(f"config key 'gamma' must be in (0, 1], got {self.gamma!r}")
+        if self.num_gpus < 0:
+            raise ConfigError(f"config key 'num_gpus' must be >= 0, got {self.num_gpus!r}")
+        if self.lr_schedule is not None:
+            steps = [point[0] for point in self.lr_schedule]
+            if any(len(point) != 2 for point in self.lr_schedule) or steps != sorted(steps):
+                raise ConfigError("config key 'lr_schedule' must be [[timestep, lr], ...] with "
+                                  f"increasing timesteps, got {self.lr_schedule!r}")
+        for i, width in enumerate(self.model.fcnet_hiddens):
+            if width <= 0:
+                raise ConfigError(f"model.fcnet_hiddens[{i}] must be > 0, got {width}")
+
+    # -- serialisation ----------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """All keys as plain JSON-ready data."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> typing.Self:
+        """Rebuild a config from :meth:`to_dict` output (or any partial dict of keys)."""
+        return cls().update(**data)
+
+    def copy(self) -> typing.Self:
+        """A deep copy, so a built algorithm never sees later changes to this config."""
+        return copy.deepcopy(self)
+
+    def build(self) -> Any:
+        """Validate and construct the algorithm."""
+        raise NotImplementedError(f"{type(self).__name__} names no algorithm to build")

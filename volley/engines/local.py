@@ -1,0 +1,31 @@
+"""The local engine: workers are ordinary objects in this process, called one after another.
+
+It is the reference the other engines are tested against (same seed, same batches).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from volley.config import AlgorithmConfig
+from volley.engines.base import WorkerGroup
+from volley.envs import EnvCreator
+from volley.rollout.worker import Postprocess, RolloutWorker
+
+
+class LocalWorkerGroup(WorkerGroup):
+    """``num_sampling_workers`` in-process workers (one when ``num_workers=0``)."""
+
+    def __init__(self, config: AlgorithmConfig, postprocess: Postprocess,
+                 env_creator: EnvCreator | None) -> None:
+        self.workers = [RolloutWorker(config, i, postprocess, env_creator)
+                        for i in range(config.num_sampling_workers)]
+        self.num_workers = len(self.workers)
+
+    def call(self, method: str, *args: Any) -> list[Any]:
+        return [getattr(worker, method)(*args) for worker in self.workers]
+
+    def stop(self) -> None:
+        for worker in self.workers:
+            worker.env.close()
+        self.workers = []

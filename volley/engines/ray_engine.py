@@ -1,0 +1,103 @@
+"""The Ray engine: one actor per rollout worker, on this machine or any Ray cluster.
+
+Ray starts an embedded local cluster unless ``ray_address`` names one to join
+(``ray start --head`` prints it). Actors are placed with the ``SPREAD`` strategy so
+a multi-node cluster shares the sampling, and arrays sent to all workers (the
+weights) are put into the object store once per call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import ray
+
+from volley.config import AlgorithmConfig
+from volley.engines.base import WorkerGroup
+from volley.envs import EnvCreator
+from volley.errors import ConfigError, VolleyError, WorkerError
+from volley.rollout.worker import Postprocess, RolloutWorker
+
+
+class _WorkerHost:
+    """Builds the worker inside the actor, so a failing constructor returns its exception.
+
+    (An exception in an actor's own ``__init__`` reaches the driver only as text.)
+    """
+
+    def build(self, cls: type, *args: Any) -> None:
+        self.worker = cls(*args)
+
+    def call(self, method: str, *args: Any) -> Any:
+        return getattr(self.worker, method)(*args)
+
+    def node_id(self) -> str:
+        return ray.get_runtime_context().get_node_id()
+
+
+def init_ray(config: AlgorithmConfig) -> bool:
+    """Start or join a Ray cluster unless Ray is already up; True if this call started it."""
+    if ray.is_initialized():
+        return False
+    kwargs: dict[str, Any] = {"include_dashboard": False, "logging_level": "WARNING",
+                              "configure_logging": True}
+    if config.ray_address is None:
+        kwargs["num_cpus"] = config.num_cpus
+    try:
+        ray.init(address=config.ray_address, **kwargs)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        raise ConfigError(f"could not reach the Ray cluster at ray_address="
+                          f"{config.ray_address!r}: {exc}") from None
+    return True
+
+
+class RayWorkerGroup(WorkerGroup):
+    """``num_workers`` Ray actors, each hosting one :class:`RolloutWorker`."""
+
+    def __init__(self, config: AlgorithmConfig, postprocess: Postprocess,
+                 env_creator: EnvCreator | None) -> None:
+        self.started_ray = init_ray(config)
+        self.num_workers = config.resolved_num_workers
+        needed = self.num_workers * config.num_cpus_per_worker
+        available = ray.cluster_resources().get("CPU", 0.0)
+        if needed > available:
+            self.stop()
+            raise ConfigError(
+                f"num_workers={self.num_workers} needs {needed:g} CPUs but the Ray cluster has "
+                f"{available:g}; lower num_workers or num_cpus_per_worker")
+        host = ray.remote(num_cpus=config.num_cpus_per_worker)(_WorkerHost)
+        self.actors = [host.options(scheduling_strategy="SPREAD").remote()  # type: ignore[attr-defined]
+                       for _ in range(self.num_workers)]
+        self._wait([actor.build.remote(RolloutWorker, config, i, postprocess, env_creator)
+                    for i, actor in enumerate(self.actors)])
+
+    def call(self, method: str, *args: Any) -> list[Any]:
+        shipped = [ray.put(a) if isinstance(a, np.ndarray) else a for a in args]
+        return self._wait([actor.call.remote(method, *shipped) for actor in self.actors])
+
+    def _wait(self, refs: list[ray.ObjectRef]) -> list[Any]:
+        results = []
+        for index, ref in enumerate(refs):
+            try:
+                results.append(ray.get(ref))
+            except ray.exceptions.RayTaskError as exc:
+                if isinstance(exc.cause, VolleyError):
+                    raise exc.cause from None
+                raise WorkerError(f"rollout worker {index} failed: "
+                                  f"{type(exc.cause).__name__}: {exc.cause}") from exc
+            except ray.exceptions.RayActorError as exc:
+                raise WorkerError(f"rollout worker {index} died: {exc}") from exc
+        return results
+
+    def node_ids(self) -> list[str]:
+        """The Ray node each worker runs on (to check placement)."""
+        return ray.get([actor.node_id.remote() for actor in self.actors])
+
+    def stop(self) -> None:
+        for actor in getattr(self, "actors", []):
+            ray.kill(actor)
+        self.actors = []
+        if self.started_ray:
+            ray.shutdown()
+            self.started_ray = False

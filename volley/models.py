@@ -1,0 +1,244 @@
+"""Policy/value networks, observation preprocessing and action distributions.
+
+One :class:`ActorCritic` serves every on-policy algorithm: an MLP for vector
+observations (separate or shared policy and value bodies) or the Nature CNN for
+images, with a categorical head for ``Discrete`` actions and a diagonal Gaussian
+with a state-independent log-std for ``Box`` actions. Weights travel between
+processes as one flat float32 vector.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from volley.config import ModelConfig
+from volley.errors import VolleyError
+
+# -- observations --------------------------------------------------------------------------
+
+
+def is_image_space(space: gym.Space) -> bool:
+    """uint8 boxes of rank 3 (one image) or 4 (stacked images) go to the CNN."""
+    return isinstance(space, gym.spaces.Box) and space.dtype == np.uint8 and len(space.shape) in (3, 4)
+
+
+def _flat_size(space: gym.Space) -> int:
+    if isinstance(space, gym.spaces.Discrete):
+        return int(space.n)
+    if isinstance(space, gym.spaces.Box):
+        return int(np.prod(space.shape))
+    if isinstance(space, gym.spaces.Dict):
+        return sum(_flat_size(s) for s in space.spaces.values())
+    if isinstance(space, gym.spaces.Tuple):
+        return sum(_flat_size(s) for s in space.spaces)
+    raise VolleyError(f"observation space {space} is not supported: volley takes Box, Discrete, "
+                      "and Dict or Tuple of those")
+
+
+def _flatten_batch(space: gym.Space, obs: object, n: int) -> np.ndarray:
+    """Batched observations ``[n, ...]`` of ``space`` as float32 ``[n, flat_size]``."""
+    if isinstance(space, gym.spaces.Discrete):
+        one_hot = np.zeros((n, int(space.n)), np.float32)
+        one_hot[np.arange(n), np.asarray(obs, np.int64).reshape(n) - int(space.start)] = 1.0
+        return one_hot
+    if isinstance(space, gym.spaces.Box):
+        return np.asarray(obs, np.float32).reshape(n, -1)
+    if isinstance(space, gym.spaces.Dict):
+        assert isinstance(obs, dict)
+        return np.concatenate([_flatten_batch(s, obs[k], n) for k, s in space.spaces.items()], axis=1)
+    assert isinstance(space, gym.spaces.Tuple) and isinstance(obs, tuple)
+    return np.concatenate([_flatten_batch(s, o, n) for s, o in zip(space.spaces, obs, strict=True)],
+                          axis=1)
+
+
+class ObsPreprocessor:
+    """Turns a batch of raw observations into the array the network reads.
+
+    Images stay uint8 (the CNN scales them); everything else becomes a flat float32
+    vector: Discrete one-hot, Dict and Tuple concatenated in key order.
+    """
+
+    def __init__(self, space: gym.Space) -> None:
+        self.space = space
+        self.is_image = is_image_space(space)
+        self.shape: tuple[int, ...] = space.shape if self.is_image else (_flat_size(space),)  # type: ignore[assignment]
+
+    def __call__(self, obs: object, n: int) -> np.ndarray:
+        if self.is_image:
+            return np.asarray(obs)
+        return _flatten_batch(self.space, obs, n)
+
+
+# -- action distributions --------------------------------------------------------------------
+
+
+class RandomStreams(Protocol):
+    """One random stream per environment (see RolloutWorker)."""
+
+    def uniform(self) -> np.ndarray: ...
+    def normal(self, dim: int) -> np.ndarray: ...
+
+
+class Categorical:
+    """Distribution over ``Discrete`` actions from logits ``[B, n]``."""
+
+    def __init__(self, logits: torch.Tensor) -> None:
+        self.logits = logits - logits.logsumexp(dim=-1, keepdim=True)
+
+    def log_prob(self, actions: torch.Tensor) -> torch.Tensor:
+        return self.logits.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
+
+    def entropy(self) -> torch.Tensor:
+        return -(self.logits.exp() * self.logits).sum(-1)
+
+    def mode(self) -> torch.Tensor:
+        return self.logits.argmax(-1)
+
+    def sample(self, streams: RandomStreams) -> torch.Tensor:
+        """Inverse-CDF sampling with each environment's own uniform draw."""
+        cdf = self.logits.exp().cumsum(-1).numpy()
+        u = streams.uniform()[:, None] * cdf[:, -1:]
+        return torch.as_tensor((u >= cdf).sum(-1).clip(max=cdf.shape[-1] - 1))
+
+    def kl(self, other: Categorical) -> torch.Tensor:
+        return (self.logits.exp() * (self.logits - other.logits)).sum(-1)
+
+
+class DiagGaussian:
+    """Independent normal per action dimension; mean ``[B, d]`` and log-std ``[d]``."""
+
+    def __init__(self, mean: torch.Tensor, log_std: torch.Tensor) -> None:
+        self.mean = mean
+        self.log_std = log_std.expand_as(mean)
+
+    def log_prob(self, actions: torch.Tensor) -> torch.Tensor:
+        z = (actions - self.mean) / self.log_std.exp()
+        return (-0.5 * z**2 - self.log_std - 0.5 * np.log(2 * np.pi)).sum(-1)
+
+    def entropy(self) -> torch.Tensor:
+        return (self.log_std + 0.5 * np.log(2 * np.pi * np.e)).sum(-1)
+
+    def mode(self) -> torch.Tensor:
+        return self.mean
+
+    def sample(self, streams: RandomStreams) -> torch.Tensor:
+        noise = torch.as_tensor(streams.normal(self.mean.shape[-1]), dtype=self.mean.dtype)
+        return self.mean + self.log_std.exp() * noise
+
+    def kl(self, other: DiagGaussian) -> torch.Tensor:
+        var, other_var = (2 * self.log_std).exp(), (2 * other.log_std).exp()
+        return (other.log_std - self.log_std
+                + (var + (self.mean - other.mean) ** 2) / (2 * other_var) - 0.5).sum(-1)
+
+
+Distribution = Categorical | DiagGaussian
+
+# -- networks --------------------------------------------------------------------------------
+
+ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU}
+
+
+def _layer(n_in: int, n_out: int, gain: float) -> nn.Linear:
+    """Orthogonal init, as in the PPO implementation details (Huang et al., 2022)."""
+    layer = nn.Linear(n_in, n_out)
+    nn.init.orthogonal_(layer.weight, gain)
+    nn.init.zeros_(layer.bias)
+    return layer
+
+
+def mlp(n_in: int, hiddens: Sequence[int], activation: str) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for width in hiddens:
+        layers += [_layer(n_in, width, np.sqrt(2)), ACTIVATIONS[activation]()]
+        n_in = width
+    return nn.Sequential(*layers)
+
+
+class NatureCNN(nn.Module):
+    """Mnih et al. (2015): three conv layers and a 512-unit layer; uint8 input scaled to [0, 1]."""
+
+    def __init__(self, obs_shape: tuple[int, ...]) -> None:
+        super().__init__()
+        self.channels_last = len(obs_shape) == 4 or (obs_shape[-1] <= 4 < obs_shape[0])
+        channels, height, width = self._chw(obs_shape)
+        self.convs = nn.Sequential(
+            nn.Conv2d(channels, 32, 8, stride=4), nn.ReLU(),
+            nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
+            nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(), nn.Flatten())
+        with torch.no_grad():
+            n_flat = self.convs(torch.zeros(1, channels, height, width)).shape[1]
+        self.fc = nn.Sequential(_layer(n_flat, 512, np.sqrt(2)), nn.ReLU())
+        self.out_features = 512
+
+    def _chw(self, shape: tuple[int, ...]) -> tuple[int, int, int]:
+        if len(shape) == 4:  # [stack, H, W, C]
+            return shape[0] * shape[3], shape[1], shape[2]
+        if self.channels_last:  # [H, W, C]
+            return shape[2], shape[0], shape[1]
+        return shape[0], shape[1], shape[2]
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        x = obs.float() / 255.0
+        if x.dim() == 5:  # [B, S, H, W, C] -> [B, S*C, H, W]
+            x = x.permute(0, 1, 4, 2, 3).flatten(1, 2)
+        elif self.channels_last:
+            x = x.permute(0, 3, 1, 2)
+        return self.fc(self.convs(x))
+
+
+class ActorCritic(nn.Module):
+    """Policy and value function over one observation encoding."""
+
+    def __init__(self, obs_shape: tuple[int, ...], is_image: bool, action_space: gym.Space,
+                 model: ModelConfig) -> None:
+        super().__init__()
+        if isinstance(action_space, gym.spaces.Discrete):
+            n_out, self.continuous = int(action_space.n), False
+        elif isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1:
+            n_out, self.continuous = int(action_space.shape[0]), True
+        else:
+            raise VolleyError(f"action space {action_space} is not supported: volley takes "
+                              "Discrete or a one-dimensional Box")
+        if is_image:
+            cnn = NatureCNN(obs_shape)
+            self.pi_body, self.vf_body, n_feat = cnn, None, cnn.out_features
+        else:
+            n_feat = model.fcnet_hiddens[-1] if model.fcnet_hiddens else obs_shape[0]
+            self.pi_body = mlp(obs_shape[0], model.fcnet_hiddens, model.fcnet_activation)
+            self.vf_body = None if model.vf_share_layers else mlp(
+                obs_shape[0], model.fcnet_hiddens, model.fcnet_activation)
+        self.pi_head = _layer(n_feat, n_out, 0.01)
+        self.vf_head = _layer(n_feat, 1, 1.0)
+        self.log_std = nn.Parameter(torch.full((n_out,), model.log_std_init)) if self.continuous else None
+
+    def forward(self, obs: torch.Tensor) -> tuple[Distribution, torch.Tensor]:
+        """Action distribution and value ``[B]`` for observations ``[B, *obs_shape]``."""
+        features = self.pi_body(obs)
+        value_features = features if self.vf_body is None else self.vf_body(obs)
+        value = self.vf_head(value_features).squeeze(-1)
+        out = self.pi_head(features)
+        if self.log_std is not None:
+            return DiagGaussian(out, self.log_std), value
+        return Categorical(out), value
+
+    def get_flat_weights(self) -> np.ndarray:
+        """All parameters as one float32 vector (what workers receive)."""
+        return nn.utils.parameters_to_vector(self.parameters()).detach().cpu().numpy()
+
+    def set_flat_weights(self, flat: np.ndarray) -> None:
+        device = next(self.parameters()).device
+        nn.utils.vector_to_parameters(torch.as_tensor(flat, dtype=torch.float32, device=device),
+                                      self.parameters())
+
+
+def build_policy(obs_space: gym.Space, action_space: gym.Space, model: ModelConfig
+                 ) -> tuple[ObsPreprocessor, ActorCritic]:
+    """The preprocessor and the network for a pair of spaces; a clear error for others."""
+    pre = ObsPreprocessor(obs_space)
+    return pre, ActorCritic(pre.shape, pre.is_image, action_space, model)

@@ -1,0 +1,1 @@
+"""Sampling: rollout workers, batches, advantages and observation filters."""

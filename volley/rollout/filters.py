@@ -1,0 +1,112 @@
+"""A running mean/std observation filter whose statistics merge exactly across workers.
+
+Each worker normalises with the statistics it was last sent plus what it has seen
+since, and keeps those new observations apart (``delta``). Every iteration the
+driver merges all workers' deltas into the global statistics with Chan et al.'s
+parallel update and sends the result back, so every worker ends up with the
+statistics of the concatenated data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class RunningStats:
+    """Count, mean and sum of squared deviations (M2) of a stream of vectors."""
+
+    shape: tuple[int, ...]
+    count: float = 0.0
+    mean: np.ndarray = field(default=None)  # type: ignore[assignment]
+    m2: np.ndarray = field(default=None)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        self.shape = tuple(self.shape)
+        if self.mean is None:
+            self.mean = np.zeros(self.shape, np.float64)
+        if self.m2 is None:
+            self.m2 = np.zeros(self.shape, np.float64)
+
+    def push(self, batch: np.ndarray) -> None:
+        """Add a batch of observations ``[B, *shape]``."""
+        self.merge(RunningStats.of(batch))
+
+    @classmethod
+    def of(cls, batch: np.ndarray) -> RunningStats:
+        """Statistics of one batch ``[B, *shape]``."""
+        batch = np.asarray(batch, np.float64)
+        mean = batch.mean(axis=0)
+        return cls(batch.shape[1:], float(len(batch)), mean, ((batch - mean) ** 2).sum(axis=0))
+
+    def merge(self, other: RunningStats) -> None:
+        """Fold ``other`` in, as if its observations had been pushed here."""
+        if other.count == 0:
+            return
+        total = self.count + other.count
+        delta = other.mean - self.mean
+        self.mean = self.mean + delta * (other.count / total)
+        self.m2 = self.m2 + other.m2 + delta**2 * (self.count * other.count / total)
+        self.count = total
+
+    @property
+    def std(self) -> np.ndarray:
+        """Population standard deviation (1 before any data, so nothing is divided by 0)."""
+        if self.count < 2:
+            return np.ones(self.shape)
+        return np.sqrt(self.m2 / self.count)
+
+    def to_state(self) -> dict:
+        """Plain data for checkpoints and messages."""
+        return {"count": self.count, "mean": self.mean.tolist(), "m2": self.m2.tolist()}
+
+    @classmethod
+    def from_state(cls, state: dict) -> RunningStats:
+        mean = np.asarray(state["mean"], np.float64)
+        return cls(mean.shape, float(state["count"]), mean, np.asarray(state["m2"], np.float64))
+
+
+class MeanStdFilter:
+    """``(x - mean) / (std + 1e-8)``, clipped to ``[-clip, clip]``; updates while sampling."""
+
+    def __init__(self, shape: tuple[int, ...], clip: float = 10.0) -> None:
+        self.clip = clip
+        self.stats = RunningStats(shape)
+        self.delta = RunningStats(shape)
+
+    def __call__(self, obs: np.ndarray, update: bool = True) -> np.ndarray:
+        if update:
+            batch_stats = RunningStats.of(obs)
+            self.stats.merge(batch_stats)
+            self.delta.merge(batch_stats)
+        normed = (obs - self.stats.mean) / (self.stats.std + 1e-8)
+        return np.clip(normed, -self.clip, self.clip).astype(np.float32)
+
+    def pop_delta(self) -> RunningStats:
+        """The statistics gathered since the last call, handed to the driver to merge."""
+        delta, self.delta = self.delta, RunningStats(self.delta.shape)
+        return delta
+
+    def set_stats(self, stats: RunningStats) -> None:
+        """Replace the statistics with the merged global ones."""
+        self.stats = RunningStats.from_state(stats.to_state())
+
+
+class NoFilter:
+    """Passes observations through unchanged."""
+
+    def __call__(self, obs: np.ndarray, update: bool = True) -> np.ndarray:
+        return obs
+
+    def pop_delta(self) -> None:
+        return None
+
+    def set_stats(self, stats: RunningStats | None) -> None:
+        return None
+
+
+def make_filter(name: str, shape: tuple[int, ...]) -> MeanStdFilter | NoFilter:
+    """The filter named by ``config.observation_filter``."""
+    return MeanStdFilter(shape) if name == "MeanStdFilter" else NoFilter()

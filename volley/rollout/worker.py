@@ -1,0 +1,201 @@
+"""RolloutWorker: a vector of environments and a copy of the policy, producing batches.
+
+A plain class: the local engine calls it in-process, the Ray engine wraps it with
+``ray.remote``. Per step it runs **one** batched forward pass for all of its
+environments. Environment ``i`` (counted over all workers) is seeded ``seed + i``
+and draws its actions from its own random stream, so a run is a function of its
+config and seed.
+
+Sampling is time-major ``[T, N]``. Gymnasium's NEXT_STEP autoreset means the step
+after an episode end only resets that environment; such steps are recorded as
+invalid and dropped, and the forward pass made on them supplies the value of the
+final observation, which bootstraps a time-limit truncation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from volley.config import AlgorithmConfig
+from volley.envs import EnvCreator, make_vector_env, reset_seeded
+from volley.models import build_policy
+from volley.rollout.batch import Batch
+from volley.rollout.filters import RunningStats, make_filter
+
+Postprocess = Callable[[dict[str, np.ndarray], AlgorithmConfig], dict[str, np.ndarray]]
+
+
+@dataclass
+class SampleResult:
+    """What one worker returns per iteration."""
+
+    batch: Batch  # flat, env-major: each environment's steps in time order
+    episode_returns: np.ndarray  # [episodes completed during this sample]
+    episode_lengths: np.ndarray
+    filter_delta: RunningStats | None  # observation statistics gathered since the last sync
+    env_steps: int  # valid steps taken (the batch's rows, before any were dropped)
+
+
+class EnvStreams:
+    """One numpy generator per environment, seeded from (seed, global env index)."""
+
+    def __init__(self, seed: int, env_indices: list[int]) -> None:
+        self.generators = [np.random.default_rng([seed, i]) for i in env_indices]
+
+    def uniform(self) -> np.ndarray:
+        return np.array([g.random() for g in self.generators])
+
+    def normal(self, dim: int) -> np.ndarray:
+        return np.stack([g.standard_normal(dim) for g in self.generators])
+
+
+class RolloutWorker:
+    """Owns ``num_envs_per_worker`` environments and samples them with the current weights."""
+
+    def __init__(self, config: AlgorithmConfig, worker_index: int, postprocess: Postprocess,
+                 env_creator: EnvCreator | None = None, num_envs: int | None = None,
+                 seed_offset: int = 0) -> None:
+        self.config = config
+        self.worker_index = worker_index
+        self.postprocess = postprocess
+        self.num_envs = num_envs or config.num_envs_per_worker
+        self.env = make_vector_env(config.env, self.num_envs, env_config=config.env_config,
+                                   creator=env_creator,
+                                   atari_preprocessing=config.atari_preprocessing)
+        first = seed_offset + worker_index * self.num_envs
+        self.env_indices = list(range(first, first + self.num_envs))
+        self.streams = EnvStreams(config.seed, self.env_indices)
+        self.observation_space = self.env.single_observation_space
+        self.action_space = self.env.single_action_space
+        self.preprocess, self.policy = build_policy(self.observation_space, self.action_space,
+                                                    config.model)
+        self.obs_filter = make_filter(config.observation_filter, self.preprocess.shape)
+        self._obs: np.ndarray | None = None  # preprocessed, unfiltered, [N, *obs_shape]
+        self._autoreset = np.zeros(self.num_envs, bool)
+        self._episode_return = np.zeros(self.num_envs)
+        self._episode_length = np.zeros(self.num_envs, np.int64)
+
+    def spaces(self) -> tuple[gym.Space, gym.Space]:
+        """Observation and action space of one environment."""
+        return self.observation_space, self.action_space
+
+    # -- the hot loop ----------------------------------------------------------------------
+
+    def _reset(self) -> None:
+        seeds = [self.config.seed + i for i in self.env_indices]
+        obs, _ = reset_seeded(self.env, seeds)
+        self._obs = self.preprocess(obs, self.num_envs)
+        self._autoreset[:] = False
+        self._episode_return[:] = 0.0
+        self._episode_length[:] = 0
+
+    def _env_actions(self, actions: np.ndarray) -> np.ndarray:
+        if isinstance(self.action_space, gym.spaces.Box) and self.config.clip_actions:
+            return np.clip(actions, self.action_space.low, self.action_space.high)
+        return actions
+
+    @torch.inference_mode()
+    def _step_all(self, explore: bool) -> dict[str, np.ndarray]:
+        """One forward pass for all environments, one vector step; returns the step's columns."""
+        assert self._obs is not None
+        obs = self.obs_filter(self._obs, update=explore)
+        dist, values = self.policy(torch.as_tensor(obs))
+        actions = dist.sample(self.streams) if explore else dist.mode()
+        logp = dist.log_prob(actions)
+        actions_np = actions.numpy()
+        next_obs, rewards, terminated, truncated, _ = self.env.step(self._env_actions(actions_np))
+        valid = ~self._autoreset
+        rewards = np.asarray(rewards, np.float32)
+        self._episode_return += rewards * valid
+        self._episode_length += valid
+        self._autoreset = np.logical_or(terminated, truncated)
+        self._obs = self.preprocess(next_obs, self.num_envs)
+        return {"obs": obs, "actions": actions_np, "logp": logp.numpy(), "values": values.numpy(),
+                "rewards": rewards, "terminated": np.asarray(terminated, bool),
+                "truncated": np.asarray(truncated, bool), "valid": valid}
+
+    def _finish_episodes(self, done: np.ndarray, returns: list[float], lengths: list[int]) -> None:
+        returns.extend(self._episode_return[done].tolist())
+        lengths.extend(self._episode_length[done].tolist())
+        self._episode_return[done] = 0.0
+        self._episode_length[done] = 0
+
+    def _rollout(self, complete_episodes: bool) -> tuple[dict[str, np.ndarray], list, list]:
+        """Step until the fragment is full; time-major columns ``[T, N, ...]``."""
+        if self._obs is None or complete_episodes:
+            self._reset()
+        target = self.config.fragment_length * self.num_envs
+        steps: list[dict[str, np.ndarray]] = []
+        returns: list[float] = []
+        lengths: list[int] = []
+        collected = 0
+        pending = np.zeros(self.num_envs, np.int64)  # steps of the unfinished episode, per env
+        while True:
+            step = self._step_all(explore=True)
+            steps.append(step)
+            done = self._autoreset
+            self._finish_episodes(done, returns, lengths)
+            if complete_episodes:
+                pending += step["valid"]
+                collected += int(pending[done].sum())
+                pending[done] = 0
+                if collected >= target:
+                    break
+            elif len(steps) == self.config.fragment_length:
+                break
+        columns = {key: np.stack([s[key] for s in steps]) for key in steps[0]}
+        with torch.inference_mode():
+            last_obs = self.obs_filter(self._obs, update=False)
+            last_values = self.policy(torch.as_tensor(last_obs))[1].numpy()
+        # next_values[t]: the next step's value (the final observation's, after an end), 0 after a
+        # terminal; a cut wherever the sequence stops: episode end or the fragment's last step.
+        values = columns["values"]
+        next_values = np.concatenate([values[1:], last_values[None]])
+        columns["next_values"] = np.where(columns["terminated"], 0.0, next_values).astype(np.float32)
+        columns["cuts"] = columns["terminated"] | columns["truncated"]
+        columns["cuts"][-1] = True
+        if complete_episodes:  # drop steps of episodes still running at the end
+            ends = columns["terminated"] | columns["truncated"]
+            columns["valid"] &= np.flip(np.logical_or.accumulate(np.flip(ends, 0), axis=0), 0)
+        return columns, returns, lengths
+
+    def sample(self, weights: np.ndarray, filter_stats: RunningStats | None) -> SampleResult:
+        """Load the learner's weights and filter, then sample one fragment (or whole episodes)."""
+        self.policy.set_flat_weights(weights)
+        if filter_stats is not None:
+            self.obs_filter.set_stats(filter_stats)
+        complete = self.config.batch_mode == "complete_episodes"
+        columns, returns, lengths = self._rollout(complete)
+        columns = self.postprocess(columns, self.config)
+        valid = columns.pop("valid").T  # [N, T]: env-major keeps each episode contiguous
+        batch = Batch({key: np.swapaxes(value, 0, 1)[valid] for key, value in columns.items()})
+        return SampleResult(batch, np.asarray(returns, np.float32), np.asarray(lengths, np.int64),
+                            self.obs_filter.pop_delta(), len(batch))
+
+    def evaluate(self, weights: np.ndarray, filter_stats: RunningStats | None,
+                 num_episodes: int) -> tuple[np.ndarray, np.ndarray]:
+        """Play ``num_episodes`` with the policy's most likely action; returns and lengths.
+
+        Episodes are split evenly across environments before they start, so short
+        episodes are not over-represented (as in SB3's evaluate_policy).
+        """
+        self.policy.set_flat_weights(weights)
+        if filter_stats is not None:
+            self.obs_filter.set_stats(filter_stats)
+        self._reset()
+        quota = np.array([num_episodes // self.num_envs + (i < num_episodes % self.num_envs)
+                          for i in range(self.num_envs)])
+        returns: list[float] = []
+        lengths: list[int] = []
+        while quota.sum() > 0:
+            self._step_all(explore=False)
+            done = self._autoreset & (quota > 0)
+            self._finish_episodes(done, returns, lengths)
+            quota -= done
+        self._obs = None  # the next sample() starts from fresh episodes
+        return np.asarray(returns), np.asarray(lengths)
