@@ -54,6 +54,7 @@ def write_checkpoint(path: str | os.PathLike, tensors: dict[str, torch.Tensor],
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.tmp-", dir=dest.parent))
     try:
+        tmp.chmod(0o755)  # mkdtemp makes it private; a checkpoint is an ordinary directory
         save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, tmp / TENSORS)
         full = {"format_version": FORMAT_VERSION, "volley_version": __version__, **manifest,
                 "files": {TENSORS: _sha256(tmp / TENSORS)}}

@@ -233,7 +233,8 @@ class ActorCritic(nn.Module):
 
     def set_flat_weights(self, flat: np.ndarray) -> None:
         device = next(self.parameters()).device
-        nn.utils.vector_to_parameters(torch.as_tensor(flat, dtype=torch.float32, device=device),
+        # a copy: arrays from Ray's object store are read-only
+        nn.utils.vector_to_parameters(torch.tensor(flat, dtype=torch.float32, device=device),
                                       self.parameters())
 
 

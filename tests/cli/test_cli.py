@@ -1,0 +1,50 @@
+"""The volley command: a full train/evaluate round trip, and one-line errors for mistakes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+VOLLEY = os.path.join(os.path.dirname(sys.executable), "volley")
+
+
+def volley(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([VOLLEY, *args], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["train", "--env", "CartPol-v1"], "unknown environment id 'CartPol-v1'; did you mean"),
+    (["train", "--bogus-flag"], "unrecognized arguments: --bogus-flag"),
+    (["train", "--workers", "-2"], "argument --workers: must be >= 0, got -2"),
+    (["train", "--set", "num_worker=2"], "unknown config key 'num_worker'"),
+    (["train", "--set", "lr=fast"], "config key 'lr' must be float, got 'fast'"),
+    (["train", "--algo", "ppp"], "unknown algorithm 'ppp'; did you mean 'ppo'?"),
+    (["evaluate", "no/such/checkpoint"], "no checkpoint at 'no/such/checkpoint'"),
+])
+def test_user_mistakes_get_one_line_and_exit_2(args, message):
+    out = volley(*args)
+    assert out.returncode == 2, out.stderr
+    assert message in out.stderr
+    assert "Traceback" not in out.stderr + out.stdout
+    assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+def test_train_then_evaluate_round_trip(tmp_path):
+    out = volley("train", "--engine", "local", "--max-iters", "3", "--seed", "1",
+                 "--envs-per-worker", "4", "--logdir", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert "stopped (reached 3 iterations) at iteration 3" in out.stdout
+    (run_dir,) = tmp_path.iterdir()
+    rows = [json.loads(line) for line in (run_dir / "progress.jsonl").read_text().splitlines()]
+    assert [r["training_iteration"] for r in rows] == [1, 2, 3]
+    assert rows[-1]["timesteps_total"] > rows[0]["timesteps_total"] > 0
+    assert any(p.name.startswith("events.out.tfevents") for p in run_dir.iterdir())
+    assert (run_dir / "checkpoint").resolve().name == "checkpoint_000003"
+
+    out = volley("evaluate", str(run_dir / "checkpoint"), "--episodes", "3")
+    assert out.returncode == 0, out.stderr
+    assert "3 episodes of CartPole-v1: return" in out.stdout

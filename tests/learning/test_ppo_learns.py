@@ -1,0 +1,68 @@
+"""PPO reaches its return thresholds within a fixed budget of environment steps."""
+
+from __future__ import annotations
+
+import math
+
+from volley import PPOConfig
+
+
+def train_until(algo, reward: float, max_steps: int) -> dict:
+    result = {}
+    try:
+        while not result or (result["timesteps_total"] < max_steps
+                             and not result["episode_reward_mean"] >= reward):
+            result = algo.train()
+    finally:
+        algo.stop()
+    return result
+
+
+def test_cartpole_local_engine_reaches_475():
+    algo = PPOConfig().environment("CartPole-v1").resources(engine="local").debugging(seed=0).build()
+    result = train_until(algo, 475, max_steps=200_000)
+    assert result["episode_reward_mean"] >= 475, result
+
+
+def test_cartpole_two_ray_workers_reach_475(ray_session):
+    algo = (PPOConfig().environment("CartPole-v1").resources(engine="ray")
+            .rollouts(num_workers=2, num_envs_per_worker=4).debugging(seed=1).build())
+    result = train_until(algo, 475, max_steps=200_000)
+    assert result["episode_reward_mean"] >= 475, result
+    assert result["num_workers"] == 2
+
+
+def test_pendulum_continuous_improves_clearly():
+    algo = (PPOConfig().environment("Pendulum-v1", observation_filter="MeanStdFilter")
+            .resources(engine="local").rollouts(num_envs_per_worker=8)
+            .training(train_batch_size=2048, minibatch_size=256, num_epochs=10, lr=1e-3,
+                      gamma=0.9, gae_lambda=0.95, model={"log_std_init": -0.5})
+            .debugging(seed=0).build())
+    first = algo.train()["episode_reward_mean"]
+    result = train_until(algo, -250, max_steps=150_000)
+    assert math.isfinite(first) and first < -900  # random play scores about -1200
+    assert result["episode_reward_mean"] >= first + 500, (first, result["episode_reward_mean"])
+
+
+def test_same_config_and_seed_give_identical_results():
+    def run() -> list[dict]:
+        algo = (PPOConfig().environment("CartPole-v1").resources(engine="local")
+                .rollouts(num_workers=2, num_envs_per_worker=3)
+                .training(train_batch_size=600, minibatch_size=100).debugging(seed=3).build())
+        try:
+            results = [algo.train() for _ in range(3)]
+            results.append({"weights": algo.policy.get_flat_weights().tolist()})
+        finally:
+            algo.stop()
+        timing = {"time_this_iter_s", "time_total_s", "sample_time_s", "learn_time_s", "env_steps_per_s"}
+        return [{k: v for k, v in r.items() if k not in timing} for r in results]
+
+    first, second = run(), run()
+    assert first == second
+    different = (PPOConfig().environment("CartPole-v1").resources(engine="local")
+                 .rollouts(num_workers=2, num_envs_per_worker=3)
+                 .training(train_batch_size=600, minibatch_size=100).debugging(seed=4).build())
+    try:
+        assert different.train()["episode_reward_mean"] != first[0]["episode_reward_mean"]
+    finally:
+        different.stop()

@@ -1,0 +1,144 @@
+"""The ``volley`` command: ``volley train`` and ``volley evaluate``.
+
+User mistakes (a bad flag, an unknown environment, a corrupt checkpoint) print one
+line and exit with status 2; a traceback means a bug in volley.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+from volley.errors import VolleyError
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but an error is one line (no usage dump) and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+def _count(minimum: int) -> Any:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got '{text}'") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+        return value
+    return parse
+
+
+def _key_value(text: str) -> tuple[str, Any]:
+    key, sep, raw = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got '{text}'")
+    try:
+        return key, json.loads(raw)
+    except json.JSONDecodeError:
+        return key, raw  # a bare string such as env=Pendulum-v1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="volley", description="Train RL agents with parallel rollout workers.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    train = commands.add_parser("train", help="train an agent until a stop criterion")
+    train.add_argument("--algo", default="ppo", help="algorithm (default: ppo)")
+    train.add_argument("--env", default="CartPole-v1", help="Gymnasium id or registered name")
+    train.add_argument("--engine", choices=["ray", "local"], default="ray",
+                       help="where workers run (default: ray)")
+    train.add_argument("--workers", type=_count(0), help="rollout workers (default: CPU count; "
+                       "0 samples in this process)")
+    train.add_argument("--envs-per-worker", type=_count(1), help="environments per worker")
+    train.add_argument("--seed", type=int, help="random seed (default: 0)")
+    train.add_argument("--stop-reward", type=float,
+                       help="stop at this 100-episode mean return (default: the env's reward_threshold)")
+    train.add_argument("--max-iters", type=_count(1), help="stop after this many iterations")
+    train.add_argument("--max-timesteps", type=_count(1), help="stop after this many env steps")
+    train.add_argument("--logdir", default="runs", help="parent of the run directory (default: runs)")
+    train.add_argument("--checkpoint-freq", type=_count(0), default=10,
+                       help="checkpoint every N iterations, and always at the end (default: 10)")
+    train.add_argument("--address", help="join this Ray cluster ('auto', 'host:port')")
+    train.add_argument("--num-cpus", type=_count(1), help="CPUs for an embedded Ray cluster")
+    train.add_argument("--set", dest="overrides", type=_key_value, action="append", default=[],
+                       metavar="KEY=VALUE", help="any config key, e.g. --set lr=1e-3 (repeatable)")
+    train.add_argument("--no-tensorboard", action="store_true", help="skip TensorBoard event files")
+
+    evaluate = commands.add_parser("evaluate", help="play episodes with a checkpoint's policy")
+    evaluate.add_argument("checkpoint", help="checkpoint directory (a run's 'checkpoint' link works)")
+    evaluate.add_argument("--episodes", type=_count(1), default=10, help="episodes (default: 10)")
+    return parser
+
+
+def _train(args: argparse.Namespace) -> int:
+    import gymnasium as gym
+
+    from volley.algorithms import get_config_class
+    from volley.envs import check_env_id
+    from volley.run import Stop, run_dir_name, train_until
+
+    config = get_config_class(args.algo)()
+    flags = {"env": args.env, "engine": args.engine, "num_workers": args.workers,
+             "num_envs_per_worker": args.envs_per_worker, "seed": args.seed,
+             "ray_address": args.address, "num_cpus": args.num_cpus}
+    config.update(**{k: v for k, v in flags.items() if v is not None})
+    config.update(**dict(args.overrides))
+    check_env_id(config.env)
+    stop_reward = args.stop_reward
+    if stop_reward is None and config.env in gym.registry:
+        stop_reward = gym.registry[config.env].reward_threshold
+    stop = Stop(reward=stop_reward, iterations=args.max_iters, timesteps=args.max_timesteps)
+
+    algo = config.build()
+    try:
+        run_dir = Path(args.logdir) / run_dir_name(algo)
+        workers = config.resolved_num_workers
+        print(f"volley: {type(algo).__name__} on {config.env}, engine {config.engine}, "
+              f"{workers} worker(s) x {config.num_envs_per_worker} envs, seed {config.seed}")
+        print(f"volley: run directory {run_dir}")
+        if not stop.is_set:
+            print("volley: no stop criterion: training until Ctrl-C")
+        outcome = train_until(algo, stop, run_dir, checkpoint_freq=args.checkpoint_freq,
+                              tensorboard=not args.no_tensorboard)
+    finally:
+        algo.stop()
+    result = outcome.result
+    print(f"volley: stopped ({outcome.reason}) at iteration {result.get('training_iteration', 0)}, "
+          f"{result.get('timesteps_total', 0)} env steps, {outcome.wall_time_s:.1f} s")
+    print(f"volley: checkpoint {outcome.checkpoint}")
+    return 0
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    from volley.algorithm import Algorithm
+
+    algo = Algorithm.from_checkpoint(args.checkpoint, engine="local", num_workers=0)
+    try:
+        stats = algo.evaluate(args.episodes)
+    finally:
+        algo.stop()
+    print(f"volley: {stats['episodes']} episodes of {algo.config.env}: return "
+          f"{stats['episode_reward_mean']:.2f} +/- {stats['episode_reward_std']:.2f}, "
+          f"length {stats['episode_len_mean']:.1f}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    os.environ.setdefault("RAY_DEDUP_LOGS", "1")
+    try:
+        return _train(args) if args.command == "train" else _evaluate(args)
+    except VolleyError as exc:
+        print(f"volley {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

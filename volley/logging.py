@@ -1,0 +1,84 @@
+"""Result logging: a console table row per iteration, ``progress.jsonl`` and TensorBoard events."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+# (header, result key, width, format)
+COLUMNS = [
+    ("iter", "training_iteration", 5, "d"),
+    ("steps", "timesteps_total", 9, "d"),
+    ("reward", "episode_reward_mean", 8, ".1f"),
+    ("min", "episode_reward_min", 7, ".1f"),
+    ("max", "episode_reward_max", 7, ".1f"),
+    ("len", "episode_len_mean", 6, ".0f"),
+    ("fps", "env_steps_per_s", 7, ".0f"),
+    ("sample_s", "sample_time_s", 8, ".2f"),
+    ("learn_s", "learn_time_s", 7, ".2f"),
+    ("pi_loss", "policy_loss", 8, ".3f"),
+    ("vf_loss", "vf_loss", 8, ".3f"),
+    ("entropy", "entropy", 7, ".3f"),
+    ("kl", "kl", 7, ".4f"),
+]
+
+
+def _cell(value: Any, width: int, fmt: str) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-".rjust(width)
+    return format(value, fmt).rjust(width)
+
+
+def _json_safe(value: Any) -> Any:
+    """NaN and inf are not JSON; write them as null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+class ResultLogger:
+    """Writes each result dict to the console, ``progress.jsonl`` and (optionally) TensorBoard."""
+
+    def __init__(self, run_dir: Path | None, tensorboard: bool = True, out: TextIO = sys.stdout,
+                 header_every: int = 25) -> None:
+        self.out = out
+        self.header_every = header_every
+        self.rows = 0
+        self.progress: TextIO | None = None
+        self.writer: Any = None
+        if run_dir is not None:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            self.progress = open(run_dir / "progress.jsonl", "a")  # noqa: SIM115 (closed in close())
+            if tensorboard:
+                from torch.utils.tensorboard import SummaryWriter
+                self.writer = SummaryWriter(str(run_dir))
+
+    def header(self) -> str:
+        return " ".join(name.rjust(width) for name, _, width, _ in COLUMNS)
+
+    def row(self, result: dict[str, Any]) -> str:
+        return " ".join(_cell(result.get(key), width, fmt) for _, key, width, fmt in COLUMNS)
+
+    def log(self, result: dict[str, Any]) -> None:
+        if self.rows % self.header_every == 0:
+            print(self.header(), file=self.out)
+        print(self.row(result), file=self.out, flush=True)
+        self.rows += 1
+        if self.progress is not None:
+            self.progress.write(json.dumps({k: _json_safe(v) for k, v in result.items()}) + "\n")
+            self.progress.flush()
+        if self.writer is not None:
+            step = result["timesteps_total"]
+            for key, value in result.items():
+                if isinstance(value, (int, float)) and math.isfinite(value):
+                    self.writer.add_scalar(f"volley/{key}", value, step)
+            self.writer.flush()
+
+    def close(self) -> None:
+        if self.progress is not None:
+            self.progress.close()
+        if self.writer is not None:
+            self.writer.close()
