@@ -19,7 +19,12 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from volley.checkpoint import flatten_optimizer, read_checkpoint, unflatten_optimizer, write_checkpoint
+from volley.checkpoint import (
+    flatten_optimizer,
+    read_checkpoint,
+    unflatten_optimizer,
+    write_checkpoint,
+)
 from volley.config import AlgorithmConfig
 from volley.engines import make_worker_group
 from volley.envs import check_env_id, registered_creator
@@ -27,7 +32,7 @@ from volley.errors import CheckpointError, ConfigError
 from volley.models import build_policy
 from volley.rollout.batch import Batch
 from volley.rollout.filters import RunningStats, make_filter
-from volley.rollout.worker import EnvStreams, Postprocess, RolloutWorker
+from volley.rollout.worker import EnvStreams, RolloutWorker
 
 EVAL_SEED_OFFSET = 1_000_000  # evaluation environments never replay training seeds
 
@@ -36,7 +41,6 @@ class Algorithm(ABC):
     """Base of every algorithm; build one with ``SomeConfig(...).build()``."""
 
     config_class: ClassVar[type[AlgorithmConfig]]
-    postprocess: ClassVar[Postprocess]
 
     def __init__(self, config: AlgorithmConfig) -> None:
         config = config.copy()
@@ -66,6 +70,11 @@ class Algorithm(ABC):
         self.setup()
 
     # -- what each algorithm writes ------------------------------------------------------------
+
+    @staticmethod
+    @abstractmethod
+    def postprocess(columns: dict[str, np.ndarray], config: AlgorithmConfig) -> dict[str, np.ndarray]:
+        """Worker-side: add what the update needs (advantages, returns) to a time-major fragment."""
 
     @abstractmethod
     def setup(self) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -137,7 +137,7 @@ def reset_seeded(vec: gym.vector.VectorEnv, seeds: list[int]) -> Any:
     Native vector envs with a single generator (CartPole's) take the first seed.
     """
     if isinstance(vec, gym.vector.SyncVectorEnv | gym.vector.AsyncVectorEnv):
-        return vec.reset(seed=seeds)
+        return vec.reset(seed=list[int | None](seeds))
     if type(vec).__name__ == "AtariVectorEnv":
-        return vec.reset(seed=np.asarray(seeds, np.int64))
+        return cast(Any, vec).reset(seed=np.asarray(seeds, np.int64))
     return vec.reset(seed=seeds[0])

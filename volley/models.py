@@ -205,6 +205,8 @@ class ActorCritic(nn.Module):
         else:
             raise VolleyError(f"action space {action_space} is not supported: volley takes "
                               "Discrete or a one-dimensional Box")
+        self.pi_body: nn.Module
+        self.vf_body: nn.Module | None
         if is_image:
             cnn = NatureCNN(obs_shape)
             self.pi_body, self.vf_body, n_feat = cnn, None, cnn.out_features

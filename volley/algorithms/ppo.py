@@ -27,7 +27,10 @@ from volley.rollout.batch import Batch
 class PPOConfig(AlgorithmConfig):
     """PPO's keys on top of :class:`~volley.config.AlgorithmConfig`.
 
-    The defaults reach a 475 mean return on CartPole-v1 in about 100k steps.
+    The defaults are tuned for classic control (rl-zoo's CartPole-v1 choices: a short
+    horizon, gamma 0.98, lambda 0.8, lr 1e-3) and reach a 475 mean return on CartPole-v1
+    in about 70k steps. For MuJoCo or Atari start from gamma 0.99, gae_lambda 0.95,
+    lr 3e-4 and a larger train_batch_size.
     """
 
     ALIASES: ClassVar[dict[str, str]] = {
@@ -40,7 +43,10 @@ class PPOConfig(AlgorithmConfig):
     }
     algo_name: ClassVar[str] = "ppo"
 
-    gae_lambda: float = option(0.95, "training", "GAE lambda: 1 is Monte Carlo, 0 is one-step TD")
+    gamma: float = option(0.98, "training", "discount factor")
+    lr: float = option(1e-3, "training", "learning rate")
+    train_batch_size: int = option(1024, "training", "environment steps per training iteration")
+    gae_lambda: float = option(0.8, "training", "GAE lambda: 1 is Monte Carlo, 0 is one-step TD")
     clip_param: float = option(0.2, "training", "PPO's ratio clip epsilon")
     vf_clip_param: float | None = option(
         None, "training", "clip value updates to this distance from the old values (None: off)")
@@ -67,22 +73,21 @@ class PPOConfig(AlgorithmConfig):
         return PPO(self)
 
 
-def add_advantages(columns: dict[str, np.ndarray], config: AlgorithmConfig) -> dict[str, np.ndarray]:
-    """Worker-side: GAE advantages and value targets for a time-major fragment."""
-    assert isinstance(config, PPOConfig)
-    advantages = gae(columns["rewards"], columns["values"], columns["next_values"],
-                     columns["cuts"], config.gamma, config.gae_lambda)
-    return {"obs": columns["obs"], "actions": columns["actions"], "logp": columns["logp"],
-            "values": columns["values"], "advantages": advantages,
-            "value_targets": advantages + columns["values"], "valid": columns["valid"]}
-
-
 class PPO(Algorithm):
     """Synchronous PPO: gather samples, update on the learner, broadcast weights."""
 
     config_class = PPOConfig
-    postprocess = staticmethod(add_advantages)
     config: PPOConfig
+
+    @staticmethod
+    def postprocess(columns: dict[str, np.ndarray], config: AlgorithmConfig) -> dict[str, np.ndarray]:
+        """Worker-side: GAE advantages and value targets for a time-major fragment."""
+        assert isinstance(config, PPOConfig)
+        advantages = gae(columns["rewards"], columns["values"], columns["next_values"],
+                         columns["cuts"], config.gamma, config.gae_lambda)
+        return {"obs": columns["obs"], "actions": columns["actions"], "logp": columns["logp"],
+                "values": columns["values"], "advantages": advantages,
+                "value_targets": advantages + columns["values"], "valid": columns["valid"]}
 
     def setup(self) -> None:
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=self.config.lr, eps=1e-5)

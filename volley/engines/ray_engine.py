@@ -8,6 +8,8 @@ weights) are put into the object store once per call.
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -34,6 +36,22 @@ class _WorkerHost:
 
     def node_id(self) -> str:
         return ray.get_runtime_context().get_node_id()
+
+
+def ship_by_value(env_creator: EnvCreator | None) -> None:
+    """Send a registered creator's module to the workers by value unless it is installed.
+
+    A creator defined in a script, a test file or a notebook helper module is not
+    importable by Ray's worker processes; pickling its module by value makes
+    ``register_env`` work there without any setup.
+    """
+    module = sys.modules.get(getattr(env_creator, "__module__", "") or "")
+    path = getattr(module, "__file__", None)
+    if module is None or path is None or module.__name__ == "__main__":
+        return
+    installed = any(part in Path(path).parts for part in ("site-packages", "dist-packages"))
+    if not installed and not module.__name__.startswith("volley"):
+        ray.cloudpickle.register_pickle_by_value(module)
 
 
 def init_ray(config: AlgorithmConfig) -> bool:
@@ -66,9 +84,10 @@ class RayWorkerGroup(WorkerGroup):
             raise ConfigError(
                 f"num_workers={self.num_workers} needs {needed:g} CPUs but the Ray cluster has "
                 f"{available:g}; lower num_workers or num_cpus_per_worker")
-        host = ray.remote(num_cpus=config.num_cpus_per_worker)(_WorkerHost)
-        self.actors = [host.options(scheduling_strategy="SPREAD").remote()  # type: ignore[attr-defined]
-                       for _ in range(self.num_workers)]
+        ship_by_value(env_creator)
+        host: Any = ray.remote(num_cpus=config.num_cpus_per_worker)(_WorkerHost)
+        self.actors: list[Any] = [host.options(scheduling_strategy="SPREAD").remote()
+                                  for _ in range(self.num_workers)]
         self._wait([actor.build.remote(RolloutWorker, config, i, postprocess, env_creator)
                     for i, actor in enumerate(self.actors)])
 

@@ -9,26 +9,18 @@ statistics of the concatenated data.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 
 
-@dataclass
 class RunningStats:
     """Count, mean and sum of squared deviations (M2) of a stream of vectors."""
 
-    shape: tuple[int, ...]
-    count: float = 0.0
-    mean: np.ndarray = field(default=None)  # type: ignore[assignment]
-    m2: np.ndarray = field(default=None)  # type: ignore[assignment]
-
-    def __post_init__(self) -> None:
-        self.shape = tuple(self.shape)
-        if self.mean is None:
-            self.mean = np.zeros(self.shape, np.float64)
-        if self.m2 is None:
-            self.m2 = np.zeros(self.shape, np.float64)
+    def __init__(self, shape: tuple[int, ...], count: float = 0.0, mean: np.ndarray | None = None,
+                 m2: np.ndarray | None = None) -> None:
+        self.shape = tuple(shape)
+        self.count = count
+        self.mean = np.zeros(self.shape) if mean is None else mean
+        self.m2 = np.zeros(self.shape) if m2 is None else m2
 
     def push(self, batch: np.ndarray) -> None:
         """Add a batch of observations ``[B, *shape]``."""

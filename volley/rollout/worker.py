@@ -149,6 +149,7 @@ class RolloutWorker:
             elif len(steps) == self.config.fragment_length:
                 break
         columns = {key: np.stack([s[key] for s in steps]) for key in steps[0]}
+        assert self._obs is not None
         with torch.inference_mode():
             last_obs = self.obs_filter(self._obs, update=False)
             last_values = self.policy(torch.as_tensor(last_obs))[1].numpy()
