@@ -7,9 +7,9 @@ import pytest
 
 @pytest.fixture(scope="module")
 def ray_session():
-    """An embedded Ray cluster with an explicit CPU count, shut down after the module."""
+    """A new embedded Ray cluster (never one recorded by `ray start`) with 2 CPUs."""
     import ray
 
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
     yield ray
     ray.shutdown()

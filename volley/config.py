@@ -144,7 +144,7 @@ class AlgorithmConfig:
     num_workers: int | Literal["auto"] = option(
         "auto", "rollouts", "rollout workers; 0 samples in the driver process; 'auto' is the CPU count "
         "(0 on the local engine)")
-    num_envs_per_worker: int = option(8, "rollouts", "environments each worker steps as one vector")
+    num_envs_per_worker: int = option(16, "rollouts", "environments each worker steps as one vector")
     rollout_fragment_length: int | Literal["auto"] = option(
         "auto", "rollouts", "steps per environment per sample; 'auto' divides train_batch_size evenly")
     batch_mode: Literal["truncate_episodes", "complete_episodes"] = option(
@@ -329,3 +329,30 @@ class AlgorithmConfig:
     def build(self) -> Any:
         """Validate and construct the algorithm."""
         raise NotImplementedError(f"{type(self).__name__} names no algorithm to build")
+
+
+def reference_markdown(cls: type[AlgorithmConfig]) -> str:
+    """A markdown table of every key of ``cls`` (docs/configuration.md is generated from it)."""
+
+    def default_of(f: dataclasses.Field) -> str:
+        if f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+            value = f.default_factory()  # type: ignore[misc]
+            return "see below" if dataclasses.is_dataclass(value) else f"`{value!r}`"
+        return f"`{f.default!r}`"
+
+    aliases: dict[str, list[str]] = {}
+    for alias, name in cls.ALIASES.items():
+        aliases.setdefault(name, []).append(alias)
+    lines = [f"## {cls.__name__}", "", "| key | type | default | set with | meaning |",
+             "| --- | --- | --- | --- | --- |"]
+    for name, (spec, hint) in cls.field_specs().items():
+        also = f" (also {', '.join(f'`{a}`' for a in aliases[name])})" if name in aliases else ""
+        lines.append(f"| `{name}`{also} | {_type_name(hint)} | {default_of(spec)} | "
+                     f"`.{spec.metadata['group']}()` | {spec.metadata['help']} |")
+    lines += ["", "### model (ModelConfig)", "", "| key | type | default | meaning |",
+              "| --- | --- | --- | --- |"]
+    hints = typing.get_type_hints(ModelConfig)
+    for spec in dataclasses.fields(ModelConfig):
+        lines.append(f"| `{spec.name}` | {_type_name(hints[spec.name])} | {default_of(spec)} | "
+                     f"{spec.metadata['help']} |")
+    return "\n".join(lines) + "\n"

@@ -89,7 +89,7 @@ class Categorical:
     """Distribution over ``Discrete`` actions from logits ``[B, n]``."""
 
     def __init__(self, logits: torch.Tensor) -> None:
-        self.logits = logits - logits.logsumexp(dim=-1, keepdim=True)
+        self.logits = logits.log_softmax(dim=-1)
 
     def log_prob(self, actions: torch.Tensor) -> torch.Tensor:
         return self.logits.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)

@@ -62,8 +62,8 @@ def init_ray(config: AlgorithmConfig) -> bool:
                               "configure_logging": True}
     if config.ray_address is None:
         kwargs["num_cpus"] = config.num_cpus
-    try:
-        ray.init(address=config.ray_address, **kwargs)
+    try:  # "local" starts a new cluster even when another one on this machine is recorded
+        ray.init(address=config.ray_address or "local", **kwargs)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         raise ConfigError(f"could not reach the Ray cluster at ray_address="
                           f"{config.ray_address!r}: {exc}") from None

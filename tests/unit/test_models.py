@@ -1,0 +1,73 @@
+"""Observation preprocessing, action distributions and the spaces the model refuses."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from volley import ModelConfig, VolleyError
+from volley.models import Categorical, DiagGaussian, ObsPreprocessor, build_policy
+from volley.rollout.worker import EnvStreams
+
+
+def test_discrete_observations_are_one_hot():
+    pre = ObsPreprocessor(gym.spaces.Discrete(4))
+    np.testing.assert_array_equal(pre(np.array([2, 0]), 2), [[0, 0, 1, 0], [1, 0, 0, 0]])
+
+
+def test_dict_and_tuple_observations_are_flattened_in_key_order():
+    space = gym.spaces.Dict({"pos": gym.spaces.Box(-1, 1, (2,)), "room": gym.spaces.Discrete(3)})
+    pre = ObsPreprocessor(space)
+    obs = {"pos": np.array([[0.5, -0.5]]), "room": np.array([1])}
+    np.testing.assert_array_equal(pre(obs, 1), [[0.5, -0.5, 0, 1, 0]])
+    tup = ObsPreprocessor(gym.spaces.Tuple((gym.spaces.Discrete(2), gym.spaces.Box(0, 1, (1,)))))
+    np.testing.assert_array_equal(tup((np.array([1]), np.array([[0.25]])), 1), [[0, 1, 0.25]])
+
+
+def test_unsupported_spaces_are_named():
+    with pytest.raises(VolleyError, match=r"action space MultiDiscrete\(\[2 3\]\) is not supported"):
+        build_policy(gym.spaces.Box(-1, 1, (3,)), gym.spaces.MultiDiscrete([2, 3]), ModelConfig())
+    with pytest.raises(VolleyError, match=r"observation space Text\(.*\) is not supported"):
+        build_policy(gym.spaces.Text(5), gym.spaces.Discrete(2), ModelConfig())
+
+
+def test_image_observations_go_to_the_cnn():
+    _, net = build_policy(gym.spaces.Box(0, 255, (4, 84, 84), np.uint8), gym.spaces.Discrete(6),
+                          ModelConfig())
+    dist, value = net(torch.zeros(3, 4, 84, 84, dtype=torch.uint8))
+    assert dist.logits.shape == (3, 6) and value.shape == (3,)
+    _, rgb = build_policy(gym.spaces.Box(0, 255, (64, 48, 3), np.uint8), gym.spaces.Discrete(2),
+                          ModelConfig())
+    assert rgb(torch.zeros(2, 64, 48, 3, dtype=torch.uint8))[1].shape == (2,)
+
+
+def test_categorical_sampling_frequencies_match_probabilities():
+    probs = torch.tensor([0.1, 0.6, 0.3])
+    n = 20_000
+    dist = Categorical(probs.log().expand(n, 3))
+    samples = dist.sample(EnvStreams(0, list(range(n)))).numpy()
+    freq = np.bincount(samples, minlength=3) / n
+    np.testing.assert_allclose(freq, probs.numpy(), atol=0.015)
+
+
+def test_gaussian_matches_torch_distributions():
+    mean = torch.tensor([[0.5, -1.0], [2.0, 0.0]])
+    log_std = torch.tensor([0.1, -0.3])
+    ours = DiagGaussian(mean, log_std)
+    ref = torch.distributions.Normal(mean, log_std.exp())
+    actions = torch.tensor([[0.0, 1.0], [1.5, -0.2]])
+    torch.testing.assert_close(ours.log_prob(actions), ref.log_prob(actions).sum(-1))
+    torch.testing.assert_close(ours.entropy(), ref.entropy().sum(-1))
+    other = DiagGaussian(mean + 0.3, log_std * 0.5)
+    ref_other = torch.distributions.Normal(mean + 0.3, (log_std * 0.5).exp())
+    torch.testing.assert_close(ours.kl(other), torch.distributions.kl_divergence(ref, ref_other).sum(-1))
+
+
+def test_flat_weights_round_trip():
+    _, a = build_policy(gym.spaces.Box(-1, 1, (3,)), gym.spaces.Box(-1, 1, (2,)), ModelConfig())
+    _, b = build_policy(gym.spaces.Box(-1, 1, (3,)), gym.spaces.Box(-1, 1, (2,)), ModelConfig())
+    b.set_flat_weights(a.get_flat_weights())
+    for pa, pb in zip(a.parameters(), b.parameters(), strict=True):
+        assert torch.equal(pa, pb)

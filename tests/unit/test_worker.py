@@ -1,0 +1,84 @@
+"""The rollout worker: bootstrapping at truncations, complete episodes, one-hot FrozenLake."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium.wrappers import TimeLimit
+
+from volley import PPOConfig
+from volley.rollout.worker import RolloutWorker
+
+
+class Counter(gym.Env):
+    """Observation is the step count; reward 1; never terminates (a time limit truncates it)."""
+
+    observation_space = gym.spaces.Box(0, 100, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.array([0.0], np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        return np.array([float(self.t)], np.float32), 1.0, False, False, {}
+
+
+def keep_all(columns, config):
+    return columns
+
+
+def worker(config, **kwargs):
+    return RolloutWorker(config, 0, keep_all, **kwargs)
+
+
+def test_truncation_bootstraps_with_the_value_of_the_final_observation():
+    config = PPOConfig().environment("counter").rollouts(num_envs_per_worker=2, rollout_fragment_length=7)
+    w = worker(config, env_creator=lambda cfg: TimeLimit(Counter(), 3))
+    result = w.sample(w.policy.get_flat_weights(), None)
+    batch = result.batch
+    with torch.no_grad():
+        v_final = w.policy(torch.tensor([[3.0]]))[1].item()  # the final observation is [3]
+    truncated = batch["truncated"]
+    assert truncated.sum() == 4  # two episodes of 3 steps per env in 7 steps (one is a reset step)
+    np.testing.assert_allclose(batch["next_values"][truncated], v_final, rtol=1e-6)
+    assert not batch["terminated"].any()
+    # 7 steps per env, one of them the reset step after the first episode: 6 valid steps each
+    assert len(batch) == 12 and result.env_steps == 12
+    assert batch["obs"][:6, 0].tolist() == [0, 1, 2, 0, 1, 2]
+    assert batch["cuts"][5] and batch["cuts"][11]  # the fragment end of each env is a cut
+    np.testing.assert_allclose(batch["next_values"][:2], batch["values"][1:3], rtol=1e-6)
+    np.testing.assert_array_equal(result.episode_lengths, [3, 3, 3, 3])
+
+
+def test_complete_episodes_mode_returns_whole_episodes_only():
+    config = (PPOConfig().environment("CartPole-v1")
+              .rollouts(num_envs_per_worker=3, rollout_fragment_length=50, batch_mode="complete_episodes"))
+    w = worker(config)
+    result = w.sample(w.policy.get_flat_weights(), None)
+    batch = result.batch
+    ends = batch["terminated"] | batch["truncated"]
+    assert len(batch) >= 150
+    assert ends[-1]
+    assert ends.sum() == len(result.episode_returns)
+    assert len(batch) == result.episode_lengths.sum()
+    np.testing.assert_allclose(batch["rewards"].sum(), result.episode_returns.sum())
+
+
+def test_frozenlake_discrete_observations_are_one_hot():
+    config = PPOConfig().environment("FrozenLake-v1").rollouts(num_envs_per_worker=2, rollout_fragment_length=20)
+    w = worker(config)
+    obs = w.sample(w.policy.get_flat_weights(), None).batch["obs"]
+    assert obs.shape[1] == 16
+    np.testing.assert_array_equal(obs.sum(axis=1), 1.0)
+
+
+def test_evaluate_plays_the_requested_number_of_episodes():
+    config = PPOConfig().environment("CartPole-v1").rollouts(num_envs_per_worker=4)
+    w = worker(config)
+    returns, lengths = w.evaluate(w.policy.get_flat_weights(), None, 6)
+    assert len(returns) == 6 and (lengths > 0).all()
+    np.testing.assert_array_equal(returns, lengths)  # CartPole pays 1 per step
