@@ -335,8 +335,8 @@ def reference_markdown(cls: type[AlgorithmConfig]) -> str:
     """A markdown table of every key of ``cls`` (docs/configuration.md is generated from it)."""
 
     def default_of(f: dataclasses.Field) -> str:
-        if f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
-            value = f.default_factory()  # type: ignore[misc]
+        if f.default_factory is not dataclasses.MISSING:
+            value = f.default_factory()
             return "see below" if dataclasses.is_dataclass(value) else f"`{value!r}`"
         return f"`{f.default!r}`"
 
