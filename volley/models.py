@@ -229,6 +229,16 @@ class ActorCritic(nn.Module):
             return DiagGaussian(out, self.log_std), value
         return Categorical(out), value
 
+    def policy_parameters(self) -> list[nn.Parameter]:
+        """Parameters the action distribution depends on (a shared body included)."""
+        params = [*self.pi_body.parameters(), *self.pi_head.parameters()]
+        return params + ([self.log_std] if self.log_std is not None else [])
+
+    def value_parameters(self) -> list[nn.Parameter]:
+        """Parameters only the value function uses (just the head when the body is shared)."""
+        body = [] if self.vf_body is None else list(self.vf_body.parameters())
+        return body + list(self.vf_head.parameters())
+
     def get_flat_weights(self) -> np.ndarray:
         """All parameters as one float32 vector (what workers receive)."""
         return nn.utils.parameters_to_vector(self.parameters()).detach().cpu().numpy()

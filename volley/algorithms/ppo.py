@@ -19,7 +19,7 @@ from torch import nn
 from volley.algorithm import Algorithm
 from volley.config import AlgorithmConfig, option
 from volley.errors import ConfigError
-from volley.rollout.advantages import gae
+from volley.rollout.advantages import gae_columns
 from volley.rollout.batch import Batch
 
 
@@ -83,11 +83,7 @@ class PPO(Algorithm):
     def postprocess(columns: dict[str, np.ndarray], config: AlgorithmConfig) -> dict[str, np.ndarray]:
         """Worker-side: GAE advantages and value targets for a time-major fragment."""
         assert isinstance(config, PPOConfig)
-        advantages = gae(columns["rewards"], columns["values"], columns["next_values"],
-                         columns["cuts"], config.gamma, config.gae_lambda)
-        return {"obs": columns["obs"], "actions": columns["actions"], "logp": columns["logp"],
-                "values": columns["values"], "advantages": advantages,
-                "value_targets": advantages + columns["values"], "valid": columns["valid"]}
+        return gae_columns(columns, config.gamma, config.gae_lambda)
 
     def setup(self) -> None:
         # fused: one kernel for all parameters, a third faster for small networks on the CPU

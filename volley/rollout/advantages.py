@@ -38,3 +38,16 @@ def gae(rewards: np.ndarray, values: np.ndarray, next_values: np.ndarray, cuts: 
         following = deltas[t] + gamma * lam * np.where(cuts[t], 0.0, following)
         advantages[t] = following
     return advantages
+
+
+def gae_columns(columns: dict[str, np.ndarray], gamma: float, lam: float) -> dict[str, np.ndarray]:
+    """A worker fragment reduced to what actor-critic updates read, with GAE advantages.
+
+    Returns ``obs``, ``actions``, ``logp``, ``values``, ``advantages``, ``value_targets``
+    (advantages + values) and ``valid``, all time-major like the input.
+    """
+    advantages = gae(columns["rewards"], columns["values"], columns["next_values"],
+                     columns["cuts"], gamma, lam)
+    return {"obs": columns["obs"], "actions": columns["actions"], "logp": columns["logp"],
+            "values": columns["values"], "advantages": advantages,
+            "value_targets": advantages + columns["values"], "valid": columns["valid"]}
