@@ -13,6 +13,7 @@ import math
 import time
 from abc import ABC, abstractmethod
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -29,10 +30,10 @@ from volley.config import AlgorithmConfig
 from volley.engines import make_worker_group
 from volley.envs import check_env_id, registered_creator
 from volley.errors import CheckpointError, ConfigError
-from volley.models import build_policy
+from volley.models import ActorCritic, build_policy
 from volley.rollout.batch import Batch
 from volley.rollout.filters import RunningStats, make_filter
-from volley.rollout.worker import EnvStreams, RolloutWorker
+from volley.rollout.worker import EnvStreams, RolloutWorker, SampleResult
 
 EVAL_SEED_OFFSET = 1_000_000  # evaluation environments never replay training seeds
 
@@ -94,10 +95,35 @@ class Algorithm(ABC):
     def filter_stats(self) -> RunningStats | None:
         return getattr(self.obs_filter, "stats", None)
 
-    def sample(self) -> Batch:
-        """Every worker samples with the learner's current weights; one concatenated batch."""
+    def sample(self, num_episodes: int | None = None) -> Batch:
+        """Every worker samples with the learner's current weights; one concatenated batch.
+
+        With ``num_episodes``, the workers share that many whole episodes (each samples
+        ``ceil(num_episodes / workers)``).
+        """
+        results = self._call_workers("sample", self._per_worker(num_episodes))
+        self._merge(results)
+        return Batch.concat([result.batch for result in results])
+
+    def sample_and_apply(self, fn: Callable[[ActorCritic, Batch, AlgorithmConfig], Any],
+                         num_episodes: int | None = None) -> list[Any]:
+        """Every worker samples and returns ``fn(policy, batch, config)`` instead of its batch."""
+        pairs = self._call_workers("sample_and_apply", fn, self._per_worker(num_episodes))
+        self._merge([result for _, result in pairs])
+        return [output for output, _ in pairs]
+
+    def _per_worker(self, num_episodes: int | None) -> int | None:
+        return None if num_episodes is None else -(-num_episodes // self.workers.num_workers)
+
+    def _call_workers(self, method: str, *args: Any) -> list[Any]:
+        """``worker.method(weights, filter_stats, *args)`` on every worker, timed as sampling."""
         start = time.perf_counter()
-        results = self.workers.call("sample", self.policy.get_flat_weights(), self.filter_stats)
+        results = self.workers.call(method, self.policy.get_flat_weights(), self.filter_stats, *args)
+        self._sample_time += time.perf_counter() - start
+        return results
+
+    def _merge(self, results: list[SampleResult]) -> None:
+        """Fold the workers' filter statistics and episode counts into the learner's."""
         for result in results:
             if result.filter_delta is not None:
                 self.obs_filter.stats.merge(result.filter_delta)  # type: ignore[union-attr]
@@ -105,8 +131,6 @@ class Algorithm(ABC):
             self._recent_lengths.extend(result.episode_lengths.tolist())
             self._episodes_this_iter += len(result.episode_returns)
             self._steps_this_iter += result.env_steps
-        self._sample_time += time.perf_counter() - start
-        return Batch.concat([result.batch for result in results])
 
     def current_lr(self) -> float:
         """``lr``, or ``lr_schedule`` interpolated at the current timestep."""

@@ -77,7 +77,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def use_cluster_auth_token() -> None:
+    """Send this machine's Ray token when joining a cluster, as ``ray start`` expects.
+
+    ``ray start --head`` turns token authentication on when a token exists, but a
+    driver joining by address sends it only with ``RAY_AUTH_MODE=token``, which Ray
+    reads when it is first imported (ray-project/ray#64755). So ``volley train
+    --address`` sets it before importing Ray, unless RAY_AUTH_MODE is already set.
+    """
+    token_path = os.environ.get("RAY_AUTH_TOKEN_PATH", str(Path.home() / ".ray" / "auth_token"))
+    has_token = "RAY_AUTH_TOKEN" in os.environ or Path(token_path).is_file()
+    if has_token and "RAY_AUTH_MODE" not in os.environ:
+        os.environ["RAY_AUTH_MODE"] = "token"
+
+
+
 def _train(args: argparse.Namespace) -> int:
+    if args.address is not None:
+        use_cluster_auth_token()
     import gymnasium as gym
 
     from volley.algorithms import get_config_class

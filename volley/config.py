@@ -137,8 +137,9 @@ class AlgorithmConfig:
     env_config: dict = option({}, "environment", "keyword arguments for the environment creator")
     observation_filter: Literal["NoFilter", "MeanStdFilter"] = option(
         "NoFilter", "environment", "running mean/std normalisation of observations, merged across workers")
-    atari_preprocessing: bool = option(
-        True, "environment", "ALE pixels: 84x84 grayscale, 4 stacked frames, frameskip 4, noop starts")
+    atari_preprocessing: Literal["deepmind", "karpathy", "none"] = option(
+        "deepmind", "environment", "ALE pixels: 'deepmind' 84x84 grayscale x4 frames, noop starts; "
+        "'karpathy' Pong from Pixels (80x80 frame differences, 2 actions); 'none' raw frames")
     clip_actions: bool = option(True, "environment", "clip continuous actions to the action space bounds")
 
     num_workers: int | Literal["auto"] = option(

@@ -78,7 +78,43 @@ def _atari_game(env: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
-def _atari_vector_env(env: str, num_envs: int, preprocessing: bool, env_config: dict) -> gym.vector.VectorEnv:
+class KarpathyPong(gym.Wrapper):
+    """Karpathy's "Pong from Pixels" preprocessing of an ALE Pong environment.
+
+    Crop the play field, keep every second pixel of one colour channel (80x80), erase
+    the two background colours, set the rest to 1, and observe the difference of
+    consecutive frames (so motion is visible). Two actions: 0 is UP, 1 is DOWN.
+    """
+
+    UP, DOWN = 2, 3  # ALE Pong's action indices
+    BACKGROUND = (144, 109)
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.observation_space = gym.spaces.Box(-1.0, 1.0, (80 * 80,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+        self._previous: np.ndarray | None = None
+
+    @classmethod
+    def preprocess(cls, frame: np.ndarray) -> np.ndarray:
+        """210x160x3 uint8 frame -> 6400 float32 of 0 and 1."""
+        field = frame[35:195:2, ::2, 0]
+        return np.isin(field, cls.BACKGROUND, invert=True).astype(np.float32).ravel()
+
+    def reset(self, **kwargs: Any) -> tuple[np.ndarray, dict]:
+        frame, info = self.env.reset(**kwargs)
+        self._previous = self.preprocess(frame)
+        return np.zeros(80 * 80, np.float32), info
+
+    def step(self, action: Any) -> tuple[np.ndarray, Any, bool, bool, dict]:
+        frame, reward, terminated, truncated, info = self.env.step(self.DOWN if action else self.UP)
+        current = self.preprocess(frame)
+        assert self._previous is not None
+        difference, self._previous = current - self._previous, current
+        return difference, reward, terminated, truncated, info
+
+
+def _atari_vector_env(env: str, num_envs: int, preprocessing: str, env_config: dict) -> gym.vector.VectorEnv:
     from ale_py.vector_env import AtariVectorEnv
 
     spec_kwargs = gym.registry[env].kwargs
@@ -89,7 +125,7 @@ def _atari_vector_env(env: str, num_envs: int, preprocessing: bool, env_config: 
         "reward_clipping": False,  # report true game scores; clip in the algorithm if wanted
         "episodic_life": False,
     }
-    if preprocessing:
+    if preprocessing == "deepmind":
         kwargs.update(img_height=84, img_width=84, grayscale=True, stack_num=4, noop_max=30)
     else:
         kwargs.update(img_height=210, img_width=160, grayscale=False, stack_num=1, noop_max=0,
@@ -109,7 +145,7 @@ def _checked_creator(name: str, creator: EnvCreator, env_config: dict) -> Callab
 
 
 def make_vector_env(env: str, num_envs: int, *, env_config: dict | None = None,
-                    creator: EnvCreator | None = None, atari_preprocessing: bool = True
+                    creator: EnvCreator | None = None, atari_preprocessing: str = "deepmind"
                     ) -> gym.vector.VectorEnv:
     """``num_envs`` copies of ``env`` stepped as one vector (autoreset on the step after an end).
 
@@ -123,6 +159,9 @@ def make_vector_env(env: str, num_envs: int, *, env_config: dict | None = None,
     check_env_id(env)
     spec = gym.registry[env]
     if env.startswith("ALE/") and spec.kwargs.get("obs_type", "rgb") != "ram":
+        if atari_preprocessing == "karpathy":
+            return gym.make_vec(env, num_envs=num_envs, vectorization_mode="sync",
+                                wrappers=[KarpathyPong], **env_config)
         return _atari_vector_env(env, num_envs, atari_preprocessing, env_config)
     mode = "vector_entry_point" if spec.vector_entry_point is not None else "sync"
     try:

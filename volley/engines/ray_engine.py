@@ -8,6 +8,7 @@ weights) are put into the object store once per call.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -65,8 +66,11 @@ def init_ray(config: AlgorithmConfig) -> bool:
     try:  # "local" starts a new cluster even when another one on this machine is recorded
         ray.init(address=config.ray_address or "local", **kwargs)
     except (ConnectionError, RuntimeError, ValueError) as exc:
+        hint = ("; if it was started by `ray start` with token authentication (the default "
+                "since Ray 2.59), set RAY_AUTH_MODE=token before importing ray"
+                if config.ray_address and "RAY_AUTH_MODE" not in os.environ else "")
         raise ConfigError(f"could not reach the Ray cluster at ray_address="
-                          f"{config.ray_address!r}: {exc}") from None
+                          f"{config.ray_address!r}: {exc}{hint}") from None
     return True
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -23,7 +24,7 @@ import torch
 
 from volley.config import AlgorithmConfig
 from volley.envs import EnvCreator, make_vector_env, reset_seeded
-from volley.models import build_policy
+from volley.models import ActorCritic, build_policy
 from volley.rollout.batch import Batch
 from volley.rollout.filters import RunningStats, make_filter
 
@@ -125,8 +126,10 @@ class RolloutWorker:
         self._episode_return[done] = 0.0
         self._episode_length[done] = 0
 
-    def _rollout(self, complete_episodes: bool) -> tuple[dict[str, np.ndarray], list, list]:
-        """Step until the fragment is full; time-major columns ``[T, N, ...]``."""
+    def _rollout(self, complete_episodes: bool, min_episodes: int | None = None
+                 ) -> tuple[dict[str, np.ndarray], list, list]:
+        """Step until the fragment is full (or ``min_episodes`` have ended); columns ``[T, N, ...]``."""
+        complete_episodes = complete_episodes or min_episodes is not None
         if self._obs is None or complete_episodes:
             self._reset()
         target = self.config.fragment_length * self.num_envs
@@ -144,7 +147,7 @@ class RolloutWorker:
                 pending += step["valid"]
                 collected += int(pending[done].sum())
                 pending[done] = 0
-                if collected >= target:
+                if (collected >= target if min_episodes is None else len(returns) >= min_episodes):
                     break
             elif len(steps) == self.config.fragment_length:
                 break
@@ -165,18 +168,35 @@ class RolloutWorker:
             columns["valid"] &= np.flip(np.logical_or.accumulate(np.flip(ends, 0), axis=0), 0)
         return columns, returns, lengths
 
-    def sample(self, weights: np.ndarray, filter_stats: RunningStats | None) -> SampleResult:
-        """Load the learner's weights and filter, then sample one fragment (or whole episodes)."""
+    def sample(self, weights: np.ndarray, filter_stats: RunningStats | None,
+               num_episodes: int | None = None) -> SampleResult:
+        """Load the learner's weights and filter, then sample one fragment or whole episodes.
+
+        With ``num_episodes``, sample whole episodes until at least that many have ended.
+        """
         self.policy.set_flat_weights(weights)
         if filter_stats is not None:
             self.obs_filter.set_stats(filter_stats)
         complete = self.config.batch_mode == "complete_episodes"
-        columns, returns, lengths = self._rollout(complete)
+        columns, returns, lengths = self._rollout(complete, num_episodes)
         columns = self.postprocess(columns, self.config)
         valid = columns.pop("valid").T  # [N, T]: env-major keeps each episode contiguous
         batch = Batch({key: np.swapaxes(value, 0, 1)[valid] for key, value in columns.items()})
         return SampleResult(batch, np.asarray(returns, np.float32), np.asarray(lengths, np.int64),
                             self.obs_filter.pop_delta(), len(batch))
+
+    def sample_and_apply(self, weights: np.ndarray, filter_stats: RunningStats | None,
+                         fn: Callable[[ActorCritic, Batch, AlgorithmConfig], Any],
+                         num_episodes: int | None = None) -> tuple[Any, SampleResult]:
+        """Sample, then return ``fn(policy, batch, config)`` computed here in place of the batch.
+
+        This is how gradients are averaged (design: the second way of sharing work): the
+        data stays on the worker and only what ``fn`` returns, say a gradient, travels.
+        """
+        result = self.sample(weights, filter_stats, num_episodes)
+        out = fn(self.policy, result.batch, self.config)
+        result.batch = Batch()
+        return out, result
 
     def evaluate(self, weights: np.ndarray, filter_stats: RunningStats | None,
                  num_episodes: int) -> tuple[np.ndarray, np.ndarray]:

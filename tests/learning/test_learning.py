@@ -1,4 +1,4 @@
-"""PPO reaches its return thresholds within a fixed budget of environment steps."""
+"""Each algorithm reaches its return threshold within a fixed budget of environment steps."""
 
 from __future__ import annotations
 
@@ -66,3 +66,15 @@ def test_same_config_and_seed_give_identical_results():
         assert different.train()["episode_reward_mean"] != first[0]["episode_reward_mean"]
     finally:
         different.stop()
+
+
+def test_pg_gradients_mode_on_two_ray_workers_reaches_195(ray_session):
+    from volley import PGConfig
+
+    algo = (PGConfig().environment("CartPole-v1").resources(engine="ray")
+            .rollouts(num_workers=2, num_envs_per_worker=2)
+            .training(mode="gradients", lr=1e-2, batch_episodes=10, gamma=0.99,
+                      model={"fcnet_hiddens": [32]})
+            .debugging(seed=0).build())
+    result = train_until(algo, 195, max_steps=150_000)
+    assert result["episode_reward_mean"] >= 195, result

@@ -1,0 +1,146 @@
+"""Vanilla policy gradient (REINFORCE, Williams 1992) the way Karpathy's Pong agent trains.
+
+Per update: play ``batch_episodes`` whole episodes, compute discounted returns,
+standardise them over the batch, and take one RMSProp step on
+``-mean(A_t · log π(a_t|s_t))``. Two ways to share the work (``mode``):
+
+- ``"samples"``: workers return their episodes; the learner computes the gradient.
+- ``"gradients"``: workers keep their episodes and return gradient pieces; the
+  learner combines them into the very same gradient. Standardising with the whole
+  batch's mean μ and deviation σ stays exact because the loss is linear in the
+  returns: ∇L = -(g₁ - μ·g₀) / (N·σ) with g₁ = Σ G_t ∇log π_t and g₀ = Σ ∇log π_t.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+import numpy as np
+import torch
+from torch import nn
+
+from volley.algorithm import Algorithm
+from volley.config import AlgorithmConfig, ModelConfig, option
+from volley.errors import ConfigError
+from volley.models import ActorCritic
+from volley.rollout.advantages import discounted_returns
+from volley.rollout.batch import Batch
+
+
+@dataclass(kw_only=True)
+class PGConfig(AlgorithmConfig):
+    """Policy-gradient keys on top of :class:`~volley.config.AlgorithmConfig`.
+
+    The defaults are Karpathy's Pong settings (10 episodes per update, RMSProp with
+    decay 0.99, one 200-unit ReLU layer); for CartPole raise ``lr`` to about 1e-2.
+    """
+
+    algo_name: ClassVar[str] = "pg"
+
+    lr: float = option(1e-4, "training", "RMSProp learning rate")
+    decay_rate: float = option(0.99, "training", "RMSProp decay of the squared-gradient average")
+    batch_episodes: int = option(10, "training", "whole episodes per update")
+    mode: Literal["samples", "gradients"] = option(
+        "samples", "training", "'samples': workers send episodes; 'gradients': workers send gradients")
+    reset_return_on_reward: bool = option(
+        False, "training", "restart the discounted return at every non-zero reward (Pong: each point)")
+    standardize_returns: bool = option(True, "training", "subtract the batch mean, divide by its std")
+    grad_clip: float | None = option(None, "training", "max global gradient norm (None: no clipping)")
+    model: ModelConfig = option(ModelConfig(fcnet_hiddens=[200], fcnet_activation="relu",
+                                            vf_share_layers=True), "training",
+                                "network settings (PG reads only the policy head)")
+
+    def validate(self) -> None:
+        super().validate()
+        if self.batch_episodes <= 0:
+            raise ConfigError(f"config key 'batch_episodes' must be > 0, got {self.batch_episodes!r}")
+        if not 0.0 < self.decay_rate < 1.0:
+            raise ConfigError(f"config key 'decay_rate' must be in (0, 1), got {self.decay_rate!r}")
+
+    def build(self) -> PG:
+        return PG(self)
+
+
+def gradient_pieces(policy: ActorCritic, batch: Batch, config: AlgorithmConfig
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Worker-side, mode "gradients": ``g₁ = Σ G_t ∇log π_t``, ``g₀ = Σ ∇log π_t`` and the sums
+    ``(N, ΣG, ΣG², ΣG·log π, Σlog π)``: all the learner needs for the standardised gradient."""
+    params = policy.policy_parameters()
+    logp = policy(torch.as_tensor(batch["obs"]))[0].log_prob(torch.as_tensor(batch["actions"]))
+    returns = torch.as_tensor(batch["returns"])
+    weighted, plain = (returns * logp).sum(), logp.sum()
+    g1 = torch.autograd.grad(weighted, params, retain_graph=True)
+    g0 = torch.autograd.grad(plain, params)
+    flat = [torch.cat([g.reshape(-1) for g in grads]).double().numpy() for grads in (g1, g0)]
+    sums = np.array([len(returns), returns.double().sum().item(), (returns.double() ** 2).sum().item(),
+                     weighted.item(), plain.item()])
+    return flat[0], flat[1], sums
+
+
+class PG(Algorithm):
+    """REINFORCE with batch-standardised returns and RMSProp."""
+
+    config_class = PGConfig
+    config: PGConfig
+
+    @staticmethod
+    def postprocess(columns: dict[str, np.ndarray], config: AlgorithmConfig) -> dict[str, np.ndarray]:
+        """Worker-side: Monte-Carlo returns (no critic: nothing is bootstrapped)."""
+        assert isinstance(config, PGConfig)
+        cuts = columns["cuts"]
+        if config.reset_return_on_reward:  # Karpathy: a point scored ends the return's sum
+            cuts = cuts | (columns["rewards"] != 0)
+        returns = discounted_returns(columns["rewards"], np.zeros_like(columns["rewards"]), cuts,
+                                     config.gamma)
+        return {"obs": columns["obs"], "actions": columns["actions"], "returns": returns,
+                "valid": columns["valid"]}
+
+    def setup(self) -> None:
+        self.optimizer = torch.optim.RMSprop(self.policy.policy_parameters(), lr=self.config.lr,
+                                             alpha=self.config.decay_rate)
+
+    def training_step(self) -> dict[str, float]:
+        if self.config.mode == "samples":
+            batch = self.sample(self.config.batch_episodes)
+            self.optimizer.zero_grad()
+            loss_tensor = self.loss(batch)
+            loss_tensor.backward()
+            loss = loss_tensor.item()
+        else:
+            pieces = self.sample_and_apply(gradient_pieces, self.config.batch_episodes)
+            loss = self.combine_gradients(pieces)
+        if self.config.grad_clip is not None:
+            nn.utils.clip_grad_norm_(self.policy.policy_parameters(), self.config.grad_clip)
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.current_lr()
+        self.optimizer.step()
+        return {"policy_loss": loss, "lr": self.optimizer.param_groups[0]["lr"]}
+
+    def _standardizer(self, count: float, total: float, total_sq: float) -> tuple[float, float]:
+        """Mean and scale of the returns over the whole batch (scale 1 when not standardising)."""
+        if not self.config.standardize_returns:
+            return 0.0, 1.0
+        mean = total / count
+        return mean, float(np.sqrt(max(total_sq / count - mean**2, 0.0))) + 1e-8
+
+    def loss(self, batch: Batch) -> torch.Tensor:
+        """``-mean(A_t · log π(a_t|s_t))`` with A the standardised returns (mode "samples")."""
+        returns = torch.as_tensor(batch["returns"], dtype=torch.float64, device=self.device)
+        mean, scale = self._standardizer(len(returns), returns.sum().item(), (returns**2).sum().item())
+        advantages = ((returns - mean) / scale).float()
+        dist, _ = self.policy(torch.as_tensor(batch["obs"], device=self.device))
+        logp = dist.log_prob(torch.as_tensor(batch["actions"], device=self.device))
+        return -(advantages * logp).mean()
+
+    def combine_gradients(self, pieces: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> float:
+        """Set the policy's gradient from the workers' pieces (mode "gradients"); return the loss."""
+        g1, g0, sums = (np.sum([p[i] for p in pieces], axis=0) for i in range(3))
+        count, total, total_sq, weighted, plain = sums.tolist()
+        mean, scale = self._standardizer(count, total, total_sq)
+        flat = torch.as_tensor(-(g1 - mean * g0) / (count * scale), dtype=torch.float32)
+        offset = 0
+        for param in self.policy.policy_parameters():
+            param.grad = flat[offset:offset + param.numel()].view_as(param).to(param.device)
+            offset += param.numel()
+        return -(weighted - mean * plain) / (count * scale)
