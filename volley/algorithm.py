@@ -62,11 +62,11 @@ class Algorithm(ABC):
         self.timesteps_total = 0
         self.episodes_total = 0
         self.time_total_s = 0.0
+        self._returns_this_iter: list[float] = []
         self._recent_returns: deque[float] = deque(maxlen=config.metrics_num_episodes_for_smoothing)
         self._recent_lengths: deque[int] = deque(maxlen=config.metrics_num_episodes_for_smoothing)
         self._eval_worker: RolloutWorker | None = None
         self._sample_time = 0.0
-        self._episodes_this_iter = 0
         self._steps_this_iter = 0
         self.setup()
 
@@ -127,9 +127,9 @@ class Algorithm(ABC):
         for result in results:
             if result.filter_delta is not None:
                 self.obs_filter.stats.merge(result.filter_delta)  # type: ignore[union-attr]
+            self._returns_this_iter.extend(result.episode_returns.tolist())
             self._recent_returns.extend(result.episode_returns.tolist())
             self._recent_lengths.extend(result.episode_lengths.tolist())
-            self._episodes_this_iter += len(result.episode_returns)
             self._steps_this_iter += result.env_steps
 
     def current_lr(self) -> float:
@@ -143,12 +143,12 @@ class Algorithm(ABC):
     def train(self) -> dict[str, Any]:
         """Run one training iteration and return its flat result dict."""
         start = time.perf_counter()
-        self._sample_time, self._episodes_this_iter, self._steps_this_iter = 0.0, 0, 0
+        self._sample_time, self._steps_this_iter, self._returns_this_iter = 0.0, 0, []
         stats = self.training_step()
         took = time.perf_counter() - start
         self.iteration += 1
         self.timesteps_total += self._steps_this_iter
-        self.episodes_total += self._episodes_this_iter
+        self.episodes_total += len(self._returns_this_iter)
         self.time_total_s += took
         returns = np.asarray(self._recent_returns) if self._recent_returns else np.array([math.nan])
         return {
@@ -156,11 +156,12 @@ class Algorithm(ABC):
             "timesteps_total": self.timesteps_total,
             "timesteps_this_iter": self._steps_this_iter,
             "episodes_total": self.episodes_total,
-            "episodes_this_iter": self._episodes_this_iter,
+            "episodes_this_iter": len(self._returns_this_iter),
             "episode_reward_mean": float(returns.mean()),
             "episode_reward_min": float(returns.min()),
             "episode_reward_max": float(returns.max()),
             "episode_len_mean": float(np.mean(self._recent_lengths)) if self._recent_lengths else math.nan,
+            "episode_returns_this_iter": self._returns_this_iter,
             "time_this_iter_s": took,
             "time_total_s": self.time_total_s,
             "sample_time_s": self._sample_time,

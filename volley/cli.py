@@ -35,6 +35,16 @@ def _count(minimum: int) -> Any:
     return parse
 
 
+def _counts(text: str) -> list[int]:
+    try:
+        counts = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got '{text}'") from None
+    if any(c < 0 for c in counts):
+        raise argparse.ArgumentTypeError(f"worker counts must be >= 0, got '{text}'")
+    return counts
+
+
 def _key_value(text: str) -> tuple[str, Any]:
     key, sep, raw = text.partition("=")
     if not sep or not key:
@@ -70,6 +80,18 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--set", dest="overrides", type=_key_value, action="append", default=[],
                        metavar="KEY=VALUE", help="any config key, e.g. --set lr=1e-3 (repeatable)")
     train.add_argument("--no-tensorboard", action="store_true", help="skip TensorBoard event files")
+
+    bench = commands.add_parser("bench", help="measurements")
+    bench_kinds = bench.add_subparsers(dest="bench", required=True, parser_class=_Parser)
+    speed = bench_kinds.add_parser("speedup", help="the first iterations with each worker count")
+    speed.add_argument("--algo", default="ppo", help="algorithm (default: ppo)")
+    speed.add_argument("--env", default="CartPole-v1", help="Gymnasium id")
+    speed.add_argument("--iters", type=_count(1), default=10, help="iterations per count (default: 10)")
+    speed.add_argument("--workers", type=_counts, default=[0, 1, 2],
+                       help="comma-separated worker counts, 0 = in-process (default: 0,1,2)")
+    speed.add_argument("--num-cpus", type=_count(1), help="CPUs for the embedded Ray cluster")
+    speed.add_argument("--set", dest="overrides", type=_key_value, action="append", default=[],
+                       metavar="KEY=VALUE", help="any config key (repeatable)")
 
     evaluate = commands.add_parser("evaluate", help="play episodes with a checkpoint's policy")
     evaluate.add_argument("checkpoint", help="checkpoint directory (a run's 'checkpoint' link works)")
@@ -133,6 +155,19 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench(args: argparse.Namespace) -> int:
+    from volley.algorithms import get_config_class
+    from volley.bench import speedup, table
+    from volley.envs import check_env_id
+
+    overrides = dict(args.overrides)
+    get_config_class(args.algo)().environment(args.env).update(**overrides).validate()
+    check_env_id(args.env)
+    print(f"volley: {args.algo} on {args.env}, {args.iters} iterations per worker count")
+    print(table(speedup(args.algo, args.env, args.iters, args.workers, overrides, args.num_cpus)))
+    return 0
+
+
 def _evaluate(args: argparse.Namespace) -> int:
     from volley.algorithm import Algorithm
 
@@ -151,7 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     os.environ.setdefault("RAY_DEDUP_LOGS", "1")
     try:
-        return _train(args) if args.command == "train" else _evaluate(args)
+        commands = {"train": _train, "bench": _bench, "evaluate": _evaluate}
+        return commands[args.command](args)
     except VolleyError as exc:
         print(f"volley {args.command}: error: {exc}", file=sys.stderr)
         return 2

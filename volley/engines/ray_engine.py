@@ -8,6 +8,7 @@ weights) are put into the object store once per call.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from pathlib import Path
@@ -59,7 +60,7 @@ def init_ray(config: AlgorithmConfig) -> bool:
     """Start or join a Ray cluster unless Ray is already up; True if this call started it."""
     if ray.is_initialized():
         return False
-    kwargs: dict[str, Any] = {"include_dashboard": False, "logging_level": "WARNING",
+    kwargs: dict[str, Any] = {"include_dashboard": False, "logging_level": logging.WARNING,
                               "configure_logging": True}
     if config.ray_address is None:
         kwargs["num_cpus"] = config.num_cpus
