@@ -1,0 +1,26 @@
+"""The classic-recipe examples run end to end with small settings, and resume."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+EXAMPLES = Path(__file__).parents[2] / "examples"
+
+
+def run_example(name: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(EXAMPLES / name), *args], capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_pg_pong_runs_checkpoints_and_resumes(tmp_path):
+    flags = ["--workers", "0", "--batch-episodes", "1", "--dir", str(tmp_path)]
+    first = run_example("pg_pong.py", "--batches", "1", *flags)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert re.search(r"batch 1: 1 episodes, \d+ steps, running reward -\d+\.\d\d", first.stdout)
+    assert (tmp_path / "checkpoint" / "volley_checkpoint.json").is_file()
+    again = run_example("pg_pong.py", "--batches", "1", "--resume", *flags)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "batch 2: 1 episodes" in again.stdout  # the counters went on from the checkpoint
