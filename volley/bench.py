@@ -2,7 +2,9 @@
 
 Every worker count starts from the same config and seed and runs the same number of
 iterations; the clock covers the iterations only (building the algorithm and Ray's
-start-up are outside it). Speedup is the serial (``workers=0``, in-process) wall time
+start-up are outside it). ``warmup`` iterations run first, untimed: the first
+iteration of a fresh worker pays one-off costs (torch's lazy initialisation, the first
+object-store transfers) that say nothing about steady-state throughput. Speedup is the serial (``workers=0``, in-process) wall time
 over this count's; parallel efficiency divides the speedup by the number of workers.
 """
 
@@ -34,29 +36,31 @@ class SpeedupRow:
         return self.speedup / max(1, self.workers)
 
 
-def measure(algo: str, env: str, iterations: int, workers: int, overrides: dict[str, Any]) -> SpeedupRow:
-    """Build with ``workers`` workers (0: in-process), run ``iterations``, time them."""
+def measure(algo: str, env: str, iterations: int, workers: int, overrides: dict[str, Any],
+            warmup: int = 0) -> SpeedupRow:
+    """Build with ``workers`` workers (0: in-process), run ``warmup`` then ``iterations``, time the latter."""
     config = get_config_class(algo)().environment(env).update(**overrides)
     config.update(num_workers=workers, engine="ray" if workers > 0 else "local")
     instance = config.build()
     try:
+        steps_before = sum(instance.train()["timesteps_this_iter"] for _ in range(warmup))
         start = time.perf_counter()
         for _ in range(iterations):
             result = instance.train()
         wall = time.perf_counter() - start
     finally:
         instance.stop()
-    return SpeedupRow(workers, wall, result["timesteps_total"])
+    return SpeedupRow(workers, wall, result["timesteps_total"] - steps_before)
 
 
 def speedup(algo: str, env: str, iterations: int, worker_counts: list[int],
-            overrides: dict[str, Any], num_cpus: int | None = None) -> list[SpeedupRow]:
+            overrides: dict[str, Any], num_cpus: int | None = None, warmup: int = 0) -> list[SpeedupRow]:
     """Measure every worker count; one Ray cluster serves them all."""
     import ray
 
     ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, logging_level=logging.WARNING)
     try:
-        rows = [measure(algo, env, iterations, n, overrides) for n in worker_counts]
+        rows = [measure(algo, env, iterations, n, overrides, warmup) for n in worker_counts]
     finally:
         ray.shutdown()
     serial = next((row.wall_s for row in rows if row.workers == 0), rows[0].wall_s)

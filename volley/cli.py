@@ -87,6 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
     speed.add_argument("--algo", default="ppo", help="algorithm (default: ppo)")
     speed.add_argument("--env", default="CartPole-v1", help="Gymnasium id")
     speed.add_argument("--iters", type=_count(1), default=10, help="iterations per count (default: 10)")
+    speed.add_argument("--warmup", type=_count(0), default=1,
+                       help="untimed iterations before the timed ones (default: 1)")
     speed.add_argument("--workers", type=_counts, default=[0, 1, 2],
                        help="comma-separated worker counts, 0 = in-process (default: 0,1,2)")
     speed.add_argument("--num-cpus", type=_count(1), help="CPUs for the embedded Ray cluster")
@@ -163,8 +165,9 @@ def _bench(args: argparse.Namespace) -> int:
     overrides = dict(args.overrides)
     get_config_class(args.algo)().environment(args.env).update(**overrides).validate()
     check_env_id(args.env)
-    print(f"volley: {args.algo} on {args.env}, {args.iters} iterations per worker count")
-    print(table(speedup(args.algo, args.env, args.iters, args.workers, overrides, args.num_cpus)))
+    print(f"volley: {args.algo} on {args.env}, {args.iters} iterations per worker count "
+          f"after {args.warmup} untimed")
+    print(table(speedup(args.algo, args.env, args.iters, args.workers, overrides, args.num_cpus, args.warmup)))
     return 0
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -48,3 +49,16 @@ def test_train_then_evaluate_round_trip(tmp_path):
     out = volley("evaluate", str(run_dir / "checkpoint"), "--episodes", "3")
     assert out.returncode == 0, out.stderr
     assert "3 episodes of CartPole-v1: return" in out.stdout
+
+
+def test_bench_speedup_prints_one_row_per_worker_count():
+    out = volley("bench", "speedup", "--algo", "trpo", "--iters", "2", "--warmup", "1", "--workers", "0,1",
+                 "--num-cpus", "2", "--set", "train_batch_size=500", "--set", "num_envs_per_worker=2")
+    assert out.returncode == 0, out.stderr
+    rows = [line.split("|")[1:-1] for line in out.stdout.splitlines() if re.match(r"\| \d", line)]
+    assert [int(row[0]) for row in rows] == [0, 1]
+    serial, one_worker = rows
+    assert int(serial[2]) == int(one_worker[2]) >= 2 * 500  # same seed: the very same timed steps
+    assert float(serial[4]) == 1.00
+    wall, steps, rate = float(one_worker[1]), int(one_worker[2]), float(one_worker[3])
+    assert steps / (wall + 0.05) <= rate <= steps / (wall - 0.05)  # steps over wall s, shown to 0.1 s

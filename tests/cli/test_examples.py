@@ -24,3 +24,13 @@ def test_pg_pong_runs_checkpoints_and_resumes(tmp_path):
     again = run_example("pg_pong.py", "--batches", "1", "--resume", *flags)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "batch 2: 1 episodes" in again.stdout  # the counters went on from the checkpoint
+
+
+def test_trpo_pong_ram_runs_checkpoints_and_resumes(tmp_path):
+    flags = ["--workers", "0", "--batch-steps", "200", "--dir", str(tmp_path)]
+    first = run_example("trpo_pong_ram.py", "--batches", "1", *flags)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert re.search(r"batch 1: 1 episodes, \d+ steps, running reward -\d+\.\d\d", first.stdout)
+    again = run_example("trpo_pong_ram.py", "--batches", "1", "--resume", *flags)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "batch 2: 1 episodes" in again.stdout

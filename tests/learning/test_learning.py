@@ -78,3 +78,14 @@ def test_pg_gradients_mode_on_two_ray_workers_reaches_195(ray_session):
             .debugging(seed=0).build())
     result = train_until(algo, 195, max_steps=150_000)
     assert result["episode_reward_mean"] >= 195, result
+
+
+def test_trpo_cartpole_local_engine_reaches_475():
+    from volley import TRPOConfig
+
+    algo = (TRPOConfig().environment("CartPole-v1").resources(engine="local")
+            .rollouts(num_envs_per_worker=16).training(max_kl=0.02, train_batch_size=2000)
+            .debugging(seed=1).build())
+    result = train_until(algo, 475, max_steps=400_000)
+    assert result["episode_reward_mean"] >= 475, result
+    assert result["kl"] <= 0.02 * 1.5

@@ -82,3 +82,15 @@ def test_evaluate_plays_the_requested_number_of_episodes():
     returns, lengths = w.evaluate(w.policy.get_flat_weights(), None, 6)
     assert len(returns) == 6 and (lengths > 0).all()
     np.testing.assert_array_equal(returns, lengths)  # CartPole pays 1 per step
+
+
+def test_each_complete_episodes_batch_starts_from_new_initial_states():
+    """Seeds apply to the first reset only: later batches continue each env's random stream."""
+    config = (PPOConfig().environment("Pendulum-v1").debugging(seed=7)
+              .rollouts(num_envs_per_worker=2, rollout_fragment_length=10, batch_mode="complete_episodes"))
+    w = worker(config)
+    first = w.sample(w.policy.get_flat_weights(), None).batch["obs"]
+    second = w.sample(w.policy.get_flat_weights(), None).batch["obs"]
+    expected, _ = gym.make("Pendulum-v1").reset(seed=7)
+    np.testing.assert_allclose(first[0], expected, rtol=1e-6)  # env 0's first episode: seed + 0
+    assert not np.allclose(first[0], second[0])

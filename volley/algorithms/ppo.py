@@ -12,14 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-import numpy as np
 import torch
 from torch import nn
 
 from volley.algorithm import Algorithm
 from volley.config import AlgorithmConfig, option
 from volley.errors import ConfigError
-from volley.rollout.advantages import gae_columns
+from volley.rollout.advantages import explained_variance, gae_columns
 from volley.rollout.batch import Batch
 
 
@@ -79,11 +78,7 @@ class PPO(Algorithm):
     config_class = PPOConfig
     config: PPOConfig
 
-    @staticmethod
-    def postprocess(columns: dict[str, np.ndarray], config: AlgorithmConfig) -> dict[str, np.ndarray]:
-        """Worker-side: GAE advantages and value targets for a time-major fragment."""
-        assert isinstance(config, PPOConfig)
-        return gae_columns(columns, config.gamma, config.gae_lambda)
+    postprocess = staticmethod(gae_columns)  # worker-side: GAE advantages and value targets
 
     def setup(self) -> None:
         # fused: one kernel for all parameters, a third faster for small networks on the CPU
@@ -135,7 +130,7 @@ class PPO(Algorithm):
         names = ("policy_loss", "vf_loss", "entropy", "kl", "clip_fraction")
         return {**dict(zip(names, means, strict=True)),
                 "num_epochs_done": epochs_done, "lr": self.optimizer.param_groups[0]["lr"],
-                "explained_variance": _explained_variance(batch["values"], batch["value_targets"])}
+                "explained_variance": explained_variance(batch["values"], batch["value_targets"])}
 
     def _value_loss(self, values: torch.Tensor, old_values: torch.Tensor,
                     targets: torch.Tensor) -> torch.Tensor:
@@ -146,8 +141,3 @@ class PPO(Algorithm):
             loss = torch.max(loss, (clipped - targets) ** 2)
         return 0.5 * loss.mean()
 
-
-def _explained_variance(predicted: np.ndarray, targets: np.ndarray) -> float:
-    """1 - Var[target - prediction] / Var[target]: how much of the return the critic explains."""
-    variance = np.var(targets)
-    return float("nan") if variance == 0 else float(1 - np.var(targets - predicted) / variance)

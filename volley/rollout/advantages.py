@@ -10,7 +10,11 @@ end), so a recursion never runs across it.
 
 from __future__ import annotations
 
+from typing import Protocol, cast
+
 import numpy as np
+
+from volley.config import AlgorithmConfig
 
 
 def discounted_returns(rewards: np.ndarray, next_values: np.ndarray, cuts: np.ndarray,
@@ -40,14 +44,31 @@ def gae(rewards: np.ndarray, values: np.ndarray, next_values: np.ndarray, cuts: 
     return advantages
 
 
-def gae_columns(columns: dict[str, np.ndarray], gamma: float, lam: float) -> dict[str, np.ndarray]:
+class GAEConfig(Protocol):
+    """What :func:`gae_columns` reads from an algorithm's config."""
+
+    gamma: float
+    gae_lambda: float
+
+
+def gae_columns(columns: dict[str, np.ndarray], config: AlgorithmConfig) -> dict[str, np.ndarray]:
     """A worker fragment reduced to what actor-critic updates read, with GAE advantages.
 
-    Returns ``obs``, ``actions``, ``logp``, ``values``, ``advantages``, ``value_targets``
-    (advantages + values) and ``valid``, all time-major like the input.
+    The worker-side ``postprocess`` of PPO and TRPO. Returns ``obs``, ``actions``,
+    ``logp``, ``values``, ``advantages``, ``value_targets`` (advantages + values) and
+    ``valid``, all time-major like the input.
     """
     advantages = gae(columns["rewards"], columns["values"], columns["next_values"],
-                     columns["cuts"], gamma, lam)
+                     columns["cuts"], config.gamma, cast(GAEConfig, config).gae_lambda)
     return {"obs": columns["obs"], "actions": columns["actions"], "logp": columns["logp"],
             "values": columns["values"], "advantages": advantages,
             "value_targets": advantages + columns["values"], "valid": columns["valid"]}
+
+
+def explained_variance(predicted: np.ndarray, targets: np.ndarray) -> float:
+    """``1 - Var[target - prediction] / Var[target]``: how much of the return the critic explains.
+
+    1 is a perfect fit, 0 is no better than predicting the mean, negative is worse.
+    """
+    variance = np.var(targets)
+    return float("nan") if variance == 0 else float(1 - np.var(targets - predicted) / variance)

@@ -77,6 +77,7 @@ class RolloutWorker:
                                                     config.model)
         self.obs_filter = make_filter(config.observation_filter, self.preprocess.shape)
         self._obs: np.ndarray | None = None  # preprocessed, unfiltered, [N, *obs_shape]
+        self._seeded = False
         self._autoreset = np.zeros(self.num_envs, bool)
         self._episode_return = np.zeros(self.num_envs)
         self._episode_length = np.zeros(self.num_envs, np.int64)
@@ -88,8 +89,13 @@ class RolloutWorker:
     # -- the hot loop ----------------------------------------------------------------------
 
     def _reset(self) -> None:
-        seeds = [self.config.seed + i for i in self.env_indices]
-        obs, _ = reset_seeded(self.env, seeds)
+        """Start fresh episodes in every env; seeded by global env index on the first call only,
+        so later resets continue each env's random stream instead of replaying it."""
+        if self._seeded:
+            obs, _ = self.env.reset()
+        else:
+            obs, _ = reset_seeded(self.env, [self.config.seed + i for i in self.env_indices])
+            self._seeded = True
         self._obs = self.preprocess(obs, self.num_envs)
         self._autoreset[:] = False
         self._episode_return[:] = 0.0

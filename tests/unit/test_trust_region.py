@@ -1,0 +1,95 @@
+"""TRPO's numerics: conjugate gradient, Fisher-vector products, and one trust-region step."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from volley import ConfigError, TRPOConfig
+from volley.models import Categorical
+from volley.trust_region import conjugate_gradient, fisher_vector_product
+
+
+def test_conjugate_gradient_solves_a_random_spd_system():
+    generator = torch.Generator().manual_seed(0)
+    m = torch.randn(20, 20, dtype=torch.float64, generator=generator)
+    a = m @ m.T + 20 * torch.eye(20, dtype=torch.float64)  # well conditioned SPD
+    b = torch.randn(20, dtype=torch.float64, generator=generator)
+    x = conjugate_gradient(lambda v: a @ v, b, iters=20, residual_tol=1e-20)
+    torch.testing.assert_close(x, torch.linalg.solve(a, b), rtol=1e-9, atol=1e-9)
+
+
+def test_fisher_vector_product_is_the_hessian_of_the_mean_kl_times_v():
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2)).double()
+    obs = torch.randn(32, 3, dtype=torch.float64)
+    params = list(net.parameters())
+    names = [name for name, _ in net.named_parameters()]
+    shapes = [p.shape for p in params]
+    flat = torch.cat([p.detach().reshape(-1) for p in params])
+    with torch.no_grad():
+        old = Categorical(net(obs))
+
+    def mean_kl(vector: torch.Tensor) -> torch.Tensor:
+        tensors, start = [], 0
+        for shape in shapes:
+            tensors.append(vector[start:start + shape.numel()].reshape(shape))
+            start += shape.numel()
+        logits = torch.func.functional_call(net, dict(zip(names, tensors, strict=True)), (obs,))
+        return old.kl(Categorical(logits)).mean()
+
+    hessian = torch.autograd.functional.hessian(mean_kl, flat)
+    v = torch.randn_like(flat)
+    fvp = fisher_vector_product(old.kl(Categorical(net(obs))).mean(), params, damping=0.0)
+    torch.testing.assert_close(fvp(v), hessian @ v, rtol=1e-8, atol=1e-10)
+    assert fvp(v).abs().max() > 1e-3  # a real product, not zeros
+    # damping adds d·v
+    damped = fisher_vector_product(old.kl(Categorical(net(obs))).mean(), params, damping=0.1)
+    torch.testing.assert_close(damped(v), hessian @ v + 0.1 * v, rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("max_kl", [0.01, 0.05])
+def test_a_trpo_step_stays_in_the_trust_region_and_improves_the_surrogate(max_kl):
+    algo = (TRPOConfig().environment("CartPole-v1").resources(engine="local")
+            .rollouts(num_envs_per_worker=4).training(train_batch_size=1000, max_kl=max_kl)
+            .debugging(seed=0).build())
+    try:
+        before = algo.policy.get_flat_weights()
+        batch = algo.sample()
+        stats = algo.update_policy(batch)
+    finally:
+        algo.stop()
+    assert stats["line_search_fraction"] > 0  # a step was accepted, so the weights moved
+    assert (algo.policy.get_flat_weights() != before).any()
+    assert 0 < stats["kl"] <= 1.5 * max_kl
+    assert stats["surrogate_improvement"] > 0
+
+
+def test_train_reports_the_value_fit_and_the_trust_region():
+    algo = (TRPOConfig().environment("CartPole-v1").resources(engine="local")
+            .rollouts(num_envs_per_worker=4).training(train_batch_size=1000).debugging(seed=0).build())
+    try:
+        result = algo.train()
+    finally:
+        algo.stop()
+    for key in ("kl", "surrogate_improvement", "entropy", "ev_before", "ev_after", "vf_loss"):
+        assert key in result, key
+    assert result["ev_after"] > result["ev_before"]  # the value fit explains more of the returns
+    assert result["timesteps_this_iter"] >= 1000  # whole episodes, at least train_batch_size steps
+
+
+@pytest.mark.parametrize("key, value, words", [
+    ("max_kl", 0.0, "'max_kl' must be > 0, got 0.0"),
+    ("cg_damping", -1.0, "'cg_damping' must be >= 0, got -1.0"),
+    ("gae_lambda", 1.5, "'gae_lambda' must be in [0, 1], got 1.5"),
+    ("cg_iters", 0, "'cg_iters' must be > 0, got 0"),
+])
+def test_bad_trpo_keys_are_named(key, value, words):
+    with pytest.raises(ConfigError) as error:
+        TRPOConfig().environment("CartPole-v1").training(**{key: value}).build()
+    assert words in str(error.value)
+
+
+def test_shared_value_layers_are_refused():
+    with pytest.raises(ConfigError, match="vf_share_layers"):
+        TRPOConfig().environment("CartPole-v1").training(model={"vf_share_layers": True}).build()

@@ -1,0 +1,175 @@
+"""Trust Region Policy Optimization (Schulman et al., 2015), as in John Schulman's modular_rl.
+
+Per iteration: sample whole episodes from every worker with the current weights
+(workers compute GAE advantages on their own fragments), then
+
+1. policy: maximise the surrogate ``mean(π/π_old · A)`` subject to
+   ``mean KL(π_old ‖ π) ≤ max_kl``. The natural-gradient direction ``s = F⁻¹ g`` comes
+   from conjugate gradient on Fisher-vector products; it is scaled to the edge of the
+   trust region, ``sqrt(2 · max_kl / sᵀF s)``, and a backtracking line search keeps the
+   first fraction of it that improves the surrogate within the KL limit;
+2. value function: a separate network regressed on the GAE value targets with
+   minibatch Adam.
+
+The next ``sample()`` ships the new weights.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+import numpy as np
+import torch
+from torch import nn
+
+from volley.algorithm import Algorithm
+from volley.config import AlgorithmConfig, option
+from volley.errors import ConfigError
+from volley.models import Distribution
+from volley.rollout.advantages import explained_variance, gae_columns
+from volley.rollout.batch import Batch
+from volley.trust_region import (
+    backtracking_line_search,
+    conjugate_gradient,
+    fisher_vector_product,
+    flat_grad,
+)
+
+
+@dataclass(kw_only=True)
+class TRPOConfig(AlgorithmConfig):
+    """TRPO's keys on top of :class:`~volley.config.AlgorithmConfig`.
+
+    The defaults are modular_rl's (max_kl 0.01, 10 CG iterations, damping 0.1, lambda
+    0.97). TRPO reads ``vf_lr``, not ``lr``: the policy step size is set by ``max_kl``.
+    """
+
+    ALIASES: ClassVar[dict[str, str]] = {
+        **AlgorithmConfig.ALIASES,
+        "lambda_": "gae_lambda",
+        "lambda": "gae_lambda",
+    }
+    algo_name: ClassVar[str] = "trpo"
+
+    batch_mode: Literal["truncate_episodes", "complete_episodes"] = option(
+        "complete_episodes", "rollouts", "fixed-length fragments, or whole episodes only")
+    gamma: float = option(0.99, "training", "discount factor")
+    train_batch_size: int = option(4000, "training", "environment steps per training iteration")
+    grad_clip: float | None = option(
+        None, "training", "max global gradient norm of the value-function steps (None: no clipping)")
+    max_kl: float = option(0.01, "training", "trust region: the largest mean KL(old ‖ new) per step")
+    cg_iters: int = option(10, "training", "conjugate-gradient iterations for the natural gradient")
+    cg_damping: float = option(0.1, "training", "added to the Fisher matrix's diagonal in CG")
+    gae_lambda: float = option(0.97, "training", "GAE lambda: 1 is Monte Carlo, 0 is one-step TD")
+    vf_lr: float = option(1e-3, "training", "Adam learning rate of the value function")
+    vf_epochs: int = option(5, "training", "passes of value-function regression over each batch")
+    vf_minibatch_size: int = option(256, "training", "rows per value-function Adam step")
+    max_backtracks: int = option(10, "training", "line search: try step fractions 0.5**k for k below this")
+    accept_ratio: float = option(
+        0.1, "training", "line search: the least actual / expected surrogate improvement accepted")
+
+    def validate(self) -> None:
+        super().validate()
+        for key in ("max_kl", "cg_iters", "vf_lr", "vf_epochs", "vf_minibatch_size", "max_backtracks"):
+            if getattr(self, key) <= 0:
+                raise ConfigError(f"config key '{key}' must be > 0, got {getattr(self, key)!r}")
+        if self.cg_damping < 0:
+            raise ConfigError(f"config key 'cg_damping' must be >= 0, got {self.cg_damping!r}")
+        if not 0.0 <= self.gae_lambda <= 1.0:
+            raise ConfigError(f"config key 'gae_lambda' must be in [0, 1], got {self.gae_lambda!r}")
+        if not 0.0 <= self.accept_ratio < 1.0:
+            raise ConfigError(f"config key 'accept_ratio' must be in [0, 1), got {self.accept_ratio!r}")
+        if self.model.vf_share_layers:
+            raise ConfigError("config key 'model.vf_share_layers' must be False for TRPO, got True: "
+                              "TRPO trains the value network apart from the policy")
+
+    def build(self) -> TRPO:
+        return TRPO(self)
+
+
+class TRPO(Algorithm):
+    """Synchronous TRPO: gather samples, update on the learner, broadcast weights."""
+
+    config_class = TRPOConfig
+    config: TRPOConfig
+
+    postprocess = staticmethod(gae_columns)  # worker-side: GAE advantages and value targets
+
+    def setup(self) -> None:
+        self.vf_optimizer = torch.optim.Adam(self.policy.value_parameters(), lr=self.config.vf_lr)
+
+    def optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        return {"vf_optimizer": self.vf_optimizer}
+
+    def training_step(self) -> dict[str, float]:
+        batch = self.sample()
+        return {**self.update_policy(batch), **self.update_value_function(batch)}
+
+    def update_policy(self, batch: Batch) -> dict[str, float]:
+        """One natural-gradient step on the surrogate, line-searched inside the KL trust region."""
+        cfg = self.config
+        params = self.policy.policy_parameters()
+        obs = torch.as_tensor(batch["obs"], device=self.device)
+        actions = torch.as_tensor(batch["actions"], device=self.device)
+        advantages = torch.as_tensor(batch["advantages"], device=self.device)
+        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        with torch.no_grad():
+            old_dist, _ = self.policy(obs)
+        old_logp = old_dist.log_prob(actions)
+
+        def surrogate_and_kl() -> tuple[torch.Tensor, torch.Tensor, Distribution]:
+            dist, _ = self.policy(obs)
+            ratio = (dist.log_prob(actions) - old_logp).exp()
+            return (ratio * advantages).mean(), old_dist.kl(dist).mean(), dist
+
+        # natural gradient: s = F⁻¹ g by conjugate gradient, F v from the KL's Hessian
+        surrogate, kl, _ = surrogate_and_kl()
+        gradient = flat_grad(surrogate, params, retain_graph=True)
+        fvp = fisher_vector_product(kl, params, cfg.cg_damping)
+        direction = conjugate_gradient(fvp, gradient, cfg.cg_iters)
+        # largest step along s with ½ sᵀF s = max_kl
+        full_step = direction * torch.sqrt(2 * cfg.max_kl / (direction @ fvp(direction)))
+        expected_improvement = (gradient @ full_step).item()
+
+        def evaluate() -> tuple[float, float]:
+            with torch.no_grad():
+                new_surrogate, new_kl, _ = surrogate_and_kl()
+            return new_surrogate.item(), new_kl.item()
+
+        _, fraction = backtracking_line_search(
+            params, full_step, evaluate, surrogate.item(), expected_improvement, cfg.max_kl,
+            cfg.max_backtracks, cfg.accept_ratio)
+
+        with torch.no_grad():
+            new_surrogate, new_kl, dist = surrogate_and_kl()
+        return {"policy_loss": -new_surrogate.item(),
+                "surrogate_improvement": new_surrogate.item() - surrogate.item(),
+                "kl": new_kl.item(), "entropy": dist.entropy().mean().item(),
+                "line_search_fraction": fraction}
+
+    def update_value_function(self, batch: Batch) -> dict[str, float]:
+        """Minibatch Adam epochs on the squared error to the GAE value targets.
+
+        Reports the explained variance of the value targets before the fit (the values
+        the workers used for GAE) and after it, as modular_rl does.
+        """
+        cfg = self.config
+        obs = torch.as_tensor(batch["obs"], device=self.device)
+        targets = torch.as_tensor(batch["value_targets"], device=self.device)
+        losses = []
+        for _ in range(cfg.vf_epochs):
+            for index in Batch.minibatch_indices(len(batch), cfg.vf_minibatch_size, self.rng):
+                _, values = self.policy(obs[index])
+                vf_loss = ((values - targets[index]) ** 2).mean()
+                self.vf_optimizer.zero_grad()
+                vf_loss.backward()
+                if cfg.grad_clip is not None:
+                    nn.utils.clip_grad_norm_(self.policy.value_parameters(), cfg.grad_clip)
+                self.vf_optimizer.step()
+                losses.append(vf_loss.item())
+        with torch.no_grad():
+            _, values_after = self.policy(obs)
+        return {"vf_loss": float(np.mean(losses)),
+                "ev_before": explained_variance(batch["values"], batch["value_targets"]),
+                "ev_after": explained_variance(values_after.cpu().numpy(), batch["value_targets"])}
