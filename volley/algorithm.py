@@ -13,7 +13,7 @@ import math
 import time
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -42,10 +42,15 @@ class Algorithm(ABC):
     """Base of every algorithm; build one with ``SomeConfig(...).build()``."""
 
     config_class: ClassVar[type[AlgorithmConfig]]
+    # True where every update goes through reduce_gradients(), so MPI allreduce mode works
+    averages_gradients: ClassVar[bool] = False
 
     def __init__(self, config: AlgorithmConfig) -> None:
         config = config.copy()
         config.validate()
+        if config.mpi_mode == "allreduce" and not self.averages_gradients:
+            raise ConfigError(f"mpi_mode='allreduce' is for PPO and PG, not {type(self).__name__}; "
+                              "use mpi_mode='gather'")
         if config.num_gpus > 0 and not torch.cuda.is_available():
             raise ConfigError(f"num_gpus={config.num_gpus:g} but torch sees no CUDA device")
         check_env_id(config.env)
@@ -69,6 +74,7 @@ class Algorithm(ABC):
         self._sample_time = 0.0
         self._steps_this_iter = 0
         self.setup()
+        self.workers.serve(self)
 
     # -- what each algorithm writes ------------------------------------------------------------
 
@@ -132,6 +138,11 @@ class Algorithm(ABC):
             self._recent_lengths.extend(result.episode_lengths.tolist())
             self._steps_this_iter += result.env_steps
 
+    def reduce_gradients(self, parameters: Iterable[torch.Tensor]) -> None:
+        """Called between ``backward()`` and the optimizer step: averages the gradients over
+        data-parallel replicas where there are some (the MPI engine's allreduce mode)."""
+        self.workers.average_gradients(list(parameters))
+
     def current_lr(self) -> float:
         """``lr``, or ``lr_schedule`` interpolated at the current timestep."""
         schedule = self.config.lr_schedule
@@ -143,6 +154,7 @@ class Algorithm(ABC):
     def train(self) -> dict[str, Any]:
         """Run one training iteration and return its flat result dict."""
         start = time.perf_counter()
+        self.workers.begin_iteration()
         self._sample_time, self._steps_this_iter, self._returns_this_iter = 0.0, 0, []
         stats = self.training_step()
         took = time.perf_counter() - start

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
-from volley.errors import VolleyError
+from volley.errors import ConfigError, VolleyError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -62,8 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
     train = commands.add_parser("train", help="train an agent until a stop criterion")
     train.add_argument("--algo", default="ppo", help="algorithm (default: ppo)")
     train.add_argument("--env", default="CartPole-v1", help="Gymnasium id or registered name")
-    train.add_argument("--engine", choices=["ray", "local"], default="ray",
-                       help="where workers run (default: ray)")
+    train.add_argument("--engine", choices=["ray", "local", "mpi"], default="ray",
+                       help="where workers run (default: ray; mpi: one worker per rank)")
+    train.add_argument("--nprocs", type=_count(1),
+                       help="with --engine mpi: start this many ranks under mpiexec")
     train.add_argument("--workers", type=_count(0), help="rollout workers (default: CPU count; "
                        "0 samples in this process)")
     train.add_argument("--envs-per-worker", type=_count(1), help="environments per worker")
@@ -91,6 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="untimed iterations before the timed ones (default: 1)")
     speed.add_argument("--workers", type=_counts, default=[0, 1, 2],
                        help="comma-separated worker counts, 0 = in-process (default: 0,1,2)")
+    speed.add_argument("--mpi", type=_counts, default=[], metavar="RANKS",
+                       help="also measure the MPI engine with these rank counts, e.g. 1,2")
     speed.add_argument("--num-cpus", type=_count(1), help="CPUs for the embedded Ray cluster")
     speed.add_argument("--set", dest="overrides", type=_key_value, action="append", default=[],
                        metavar="KEY=VALUE", help="any config key (repeatable)")
@@ -117,6 +121,14 @@ def use_cluster_auth_token() -> None:
 
 
 def _train(args: argparse.Namespace) -> int:
+    if args.nprocs is not None:
+        if args.engine != "mpi":
+            raise ConfigError(f"--nprocs {args.nprocs} needs --engine mpi, got --engine {args.engine}")
+        from volley.engines.mpi_engine import run_under_mpiexec
+
+        rest = [a for i, a in enumerate(args.argv) if a != "--nprocs" and not a.startswith("--nprocs=")
+                and (i == 0 or args.argv[i - 1] != "--nprocs")]
+        return run_under_mpiexec(args.nprocs, [sys.executable, "-m", "volley", *rest])
     if args.address is not None:
         use_cluster_auth_token()
     import gymnasium as gym
@@ -167,7 +179,8 @@ def _bench(args: argparse.Namespace) -> int:
     check_env_id(args.env)
     print(f"volley: {args.algo} on {args.env}, {args.iters} iterations per worker count "
           f"after {args.warmup} untimed")
-    print(table(speedup(args.algo, args.env, args.iters, args.workers, overrides, args.num_cpus, args.warmup)))
+    print(table(speedup(args.algo, args.env, args.iters, args.workers, overrides, args.num_cpus, args.warmup,
+                        args.mpi)))
     return 0
 
 
@@ -187,13 +200,20 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.argv = sys.argv[1:] if argv is None else argv
     os.environ.setdefault("RAY_DEDUP_LOGS", "1")
     try:
         commands = {"train": _train, "bench": _bench, "evaluate": _evaluate}
         return commands[args.command](args)
     except VolleyError as exc:
-        print(f"volley {args.command}: error: {exc}", file=sys.stderr)
+        if _mpi_rank() == 0:  # every rank hits the same mistake; say it once
+            print(f"volley {args.command}: error: {exc}", file=sys.stderr)
         return 2
+
+
+def _mpi_rank() -> int:
+    """This process's rank under mpiexec (MPICH or Open MPI), 0 elsewhere, without importing MPI."""
+    return int(os.environ.get("PMI_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0")))
 
 
 if __name__ == "__main__":

@@ -151,8 +151,12 @@ class AlgorithmConfig:
     batch_mode: Literal["truncate_episodes", "complete_episodes"] = option(
         "truncate_episodes", "rollouts", "fixed-length fragments, or whole episodes only")
 
-    engine: Literal["local", "ray"] = option(
-        "ray", "resources", "where workers run: 'local' in this process, 'ray' as Ray actors")
+    engine: Literal["local", "ray", "mpi"] = option(
+        "ray", "resources", "where workers run: 'local' in this process, 'ray' as Ray actors, "
+        "'mpi' one per rank under mpiexec")
+    mpi_mode: Literal["gather", "allreduce"] = option(
+        "gather", "resources", "MPI engine: 'gather' batches to rank 0, or 'allreduce' gradients "
+        "between replicas (PPO, PG)")
     ray_address: str | None = option(
         None, "resources", "Ray cluster to join ('auto', 'host:port', 'ray://...'); None starts one")
     num_cpus: int | None = option(None, "resources", "CPUs for an embedded Ray cluster (None: all)")
@@ -264,6 +268,9 @@ class AlgorithmConfig:
     @property
     def resolved_num_workers(self) -> int:
         """Worker count after resolving ``"auto"``."""
+        if self.engine == "mpi":  # one worker per rank
+            from volley.engines.mpi_engine import world_size
+            return world_size()
         if self.num_workers != "auto":
             return int(self.num_workers)
         return 0 if self.engine == "local" else (os.cpu_count() or 1)
@@ -311,6 +318,8 @@ class AlgorithmConfig:
         for i, width in enumerate(self.model.fcnet_hiddens):
             if width <= 0:
                 raise ConfigError(f"model.fcnet_hiddens[{i}] must be > 0, got {width}")
+        if self.mpi_mode == "allreduce" and self.engine != "mpi":
+            raise ConfigError(f"mpi_mode='allreduce' needs engine='mpi', got engine={self.engine!r}")
 
     # -- serialisation ----------------------------------------------------------------------
 

@@ -53,12 +53,14 @@ def test_train_then_evaluate_round_trip(tmp_path):
 
 def test_bench_speedup_prints_one_row_per_worker_count():
     out = volley("bench", "speedup", "--algo", "trpo", "--iters", "2", "--warmup", "1", "--workers", "0,1",
-                 "--num-cpus", "2", "--set", "train_batch_size=500", "--set", "num_envs_per_worker=2")
+                 "--mpi", "1", "--num-cpus", "2", "--set", "train_batch_size=500",
+                 "--set", "num_envs_per_worker=2")
     assert out.returncode == 0, out.stderr
-    rows = [line.split("|")[1:-1] for line in out.stdout.splitlines() if re.match(r"\| \d", line)]
-    assert [int(row[0]) for row in rows] == [0, 1]
-    serial, one_worker = rows
-    assert int(serial[2]) == int(one_worker[2]) >= 2 * 500  # same seed: the very same timed steps
-    assert float(serial[4]) == 1.00
-    wall, steps, rate = float(one_worker[1]), int(one_worker[2]), float(one_worker[3])
+    rows = [line.split("|")[1:-1] for line in out.stdout.splitlines() if re.match(r"\| \w+ \| \d", line)]
+    assert [(row[0].strip(), int(row[1])) for row in rows] == [("local", 0), ("ray", 1), ("mpi", 1)]
+    serial = rows[0]
+    for row in rows:  # same seed, one worker holding every env: the very same timed steps
+        assert int(row[3]) == int(serial[3]) >= 2 * 500
+    assert float(serial[5]) == 1.00
+    wall, steps, rate = float(rows[1][2]), int(rows[1][3]), float(rows[1][4])
     assert steps / (wall + 0.05) <= rate <= steps / (wall - 0.05)  # steps over wall s, shown to 0.1 s

@@ -34,3 +34,10 @@ def test_trpo_pong_ram_runs_checkpoints_and_resumes(tmp_path):
     again = run_example("trpo_pong_ram.py", "--batches", "1", "--resume", *flags)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "batch 2: 1 episodes" in again.stdout
+
+
+def test_ppo_humanoid_mpi_runs_on_two_ranks():
+    out = run_example("ppo_humanoid_mpi.py", "--nprocs", "2", "--iters", "1", "--batch-steps", "1024")
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = [line for line in out.stdout.splitlines() if line.startswith("iteration")]
+    assert len(lines) == 1 and "over 2 ranks" in lines[0]  # printed once, by rank 0

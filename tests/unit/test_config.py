@@ -49,7 +49,7 @@ def test_wrong_types_name_key_and_value(key, value, pattern):
 
 
 def test_literal_values_are_checked_with_suggestion():
-    with pytest.raises(ConfigError, match=r"'engine' must be 'local' or 'ray', got 'rey'; did you mean 'ray'"):
+    with pytest.raises(ConfigError, match=r"'engine' must be 'local' or 'ray' or 'mpi', got 'rey'; did you mean 'ray'"):
         PPOConfig().resources(engine="rey")
 
 

@@ -83,6 +83,7 @@ class PG(Algorithm):
 
     config_class = PGConfig
     config: PGConfig
+    averages_gradients = True
 
     @staticmethod
     def postprocess(columns: dict[str, np.ndarray], config: AlgorithmConfig) -> dict[str, np.ndarray]:
@@ -110,6 +111,7 @@ class PG(Algorithm):
         else:
             pieces = self.sample_and_apply(gradient_pieces, self.config.batch_episodes)
             loss = self.combine_gradients(pieces)
+        self.reduce_gradients(self.policy.policy_parameters())
         if self.config.grad_clip is not None:
             nn.utils.clip_grad_norm_(self.policy.policy_parameters(), self.config.grad_clip)
         for group in self.optimizer.param_groups:

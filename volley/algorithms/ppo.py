@@ -67,6 +67,8 @@ class PPOConfig(AlgorithmConfig):
         if self.minibatch_size > self.train_batch_size:
             raise ConfigError(f"minibatch_size={self.minibatch_size} is larger than "
                               f"train_batch_size={self.train_batch_size}")
+        if self.target_kl is not None and self.mpi_mode == "allreduce":  # ranks would stop apart
+            raise ConfigError(f"target_kl={self.target_kl} cannot be used with mpi_mode='allreduce'")
 
     def build(self) -> PPO:
         return PPO(self)
@@ -77,6 +79,7 @@ class PPO(Algorithm):
 
     config_class = PPOConfig
     config: PPOConfig
+    averages_gradients = True
 
     postprocess = staticmethod(gae_columns)  # worker-side: GAE advantages and value targets
 
@@ -115,6 +118,7 @@ class PPO(Algorithm):
 
                 self.optimizer.zero_grad()
                 loss.backward()
+                self.reduce_gradients(self.policy.parameters())
                 if cfg.grad_clip is not None:
                     nn.utils.clip_grad_norm_(self.policy.parameters(), cfg.grad_clip)
                 self.optimizer.step()

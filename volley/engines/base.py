@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+if TYPE_CHECKING:
+    from volley.algorithm import Algorithm
 
 
 class WorkerGroup(ABC):
@@ -21,6 +26,16 @@ class WorkerGroup(ABC):
 
         Array arguments are shipped once per call, not once per worker.
         """
+
+    def serve(self, algo: Algorithm) -> None:  # noqa: B027 (an optional hook)
+        """Called once the algorithm is built; MPI ranks other than 0 serve rank 0 from here."""
+
+    def begin_iteration(self) -> None:  # noqa: B027 (an optional hook)
+        """Called at the start of every ``train()``; MPI rank 0 tells the replicas to follow."""
+
+    def average_gradients(self, parameters: list[torch.Tensor]) -> None:  # noqa: B027 (an optional hook)
+        """Average the gradients of ``parameters`` over data-parallel replicas (MPI allreduce mode;
+        elsewhere there is one learner and nothing to do)."""
 
     @abstractmethod
     def stop(self) -> None:

@@ -1,0 +1,100 @@
+"""The MPI engine under ``mpiexec -n 2``: learning, identical replicas, the same first batch
+as the local engine, and a failing rank that ends the job instead of hanging it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("mpi4py")
+BIN = Path(sys.executable).parent
+MPIEXEC = shutil.which("mpiexec", path=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+RANKS = Path(__file__).with_name("ranks.py")
+pytestmark = pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec")
+
+
+def mpiexec(*args: str, timeout: int = 240) -> subprocess.CompletedProcess:
+    return subprocess.run([MPIEXEC, "-n", "2", sys.executable, str(RANKS), *args],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_ppo_reaches_475_on_two_ranks_in_gather_mode(tmp_path):
+    out = subprocess.run([str(BIN / "volley"), "train", "--engine", "mpi", "--nprocs", "2",
+                          "--stop-reward", "475", "--max-timesteps", "200000", "--envs-per-worker", "8",
+                          "--logdir", str(tmp_path), "--no-tensorboard"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "engine mpi, 2 worker(s) x 8 envs" in out.stdout
+    assert out.stdout.count("volley: stopped") == 1  # only rank 0 prints
+    progress = next(tmp_path.glob("*/progress.jsonl")).read_text().splitlines()
+    last = json.loads(progress[-1])
+    assert last["episode_reward_mean"] >= 475, last
+    assert last["timesteps_total"] <= 200_000 + 2048
+
+
+def test_allreduce_mode_keeps_the_replicas_identical():
+    out = mpiexec("allreduce")
+    assert out.returncode == 0, out.stderr[-3000:]
+    line = next(line for line in out.stdout.splitlines() if line.startswith("replicas"))
+    words = line.split()
+    assert words[1] == "2"
+    assert float(words[3]) > 1e-4  # the weights did move
+    assert float(words[5]) == 0.0  # and are bit-for-bit the same on both ranks
+
+
+def test_gather_mode_first_batch_equals_the_local_engine(tmp_path):
+    out = mpiexec("first_batch", str(tmp_path / "mpi.npz"))
+    assert out.returncode == 0, out.stderr[-3000:]
+    from volley import PPOConfig
+
+    local = (PPOConfig().environment("CartPole-v1").resources(engine="local")
+             .rollouts(num_workers=2, num_envs_per_worker=3).training(train_batch_size=600, minibatch_size=100)
+             .debugging(seed=3).build())
+    try:
+        expected = local.sample()
+    finally:
+        local.stop()
+    got = np.load(tmp_path / "mpi.npz")
+    assert set(got.files) == set(expected)
+    for key in ("obs", "actions"):  # same env seeds, same observations, same sampled actions
+        np.testing.assert_array_equal(got[key], expected[key], err_msg=key)
+    for key in expected:  # network outputs may differ in the last bit between processes
+        np.testing.assert_allclose(got[key], expected[key], rtol=1e-6, atol=1e-6, err_msg=key)
+
+
+def test_an_exception_on_rank_1_ends_the_job_naming_rank_1():
+    start = time.monotonic()
+    out = mpiexec("fail_on_rank_1", timeout=120)
+    assert out.returncode != 0
+    assert "rank 1 failed: RuntimeError: this environment cannot start here" in out.stderr
+    assert time.monotonic() - start < 60
+
+
+def test_nprocs_needs_the_mpi_engine():
+    out = subprocess.run([str(BIN / "volley"), "train", "--nprocs", "2"], capture_output=True, text=True)
+    assert out.returncode == 2
+    assert "--nprocs 2 needs --engine mpi, got --engine ray" in out.stderr
+
+
+def test_a_worker_count_that_disagrees_with_mpiexec_is_one_line():
+    out = subprocess.run([MPIEXEC, "-n", "2", str(BIN / "volley"), "train", "--engine", "mpi", "--workers", "3"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    assert out.stderr.strip() == ("volley train: error: num_workers=3 but mpiexec started 2 rank(s): under "
+                                  "the MPI engine each rank is one worker; leave num_workers unset or "
+                                  "change mpiexec -n")  # said once, by rank 0
+
+
+def test_allreduce_mode_is_refused_for_trpo():
+    from volley import ConfigError, TRPOConfig
+
+    with pytest.raises(ConfigError, match="mpi_mode='allreduce' is for PPO and PG, not TRPO"):
+        TRPOConfig().environment("CartPole-v1").resources(engine="mpi", mpi_mode="allreduce").build()
