@@ -30,7 +30,7 @@ from volley.config import AlgorithmConfig
 from volley.engines import make_worker_group
 from volley.envs import check_env_id, registered_creator
 from volley.errors import CheckpointError, ConfigError
-from volley.models import ActorCritic, build_policy
+from volley.models import ActorCritic, Policy, build_policy
 from volley.rollout.batch import Batch
 from volley.rollout.filters import RunningStats, make_filter
 from volley.rollout.worker import EnvStreams, RolloutWorker, SampleResult
@@ -42,6 +42,7 @@ class Algorithm(ABC):
     """Base of every algorithm; build one with ``SomeConfig(...).build()``."""
 
     config_class: ClassVar[type[AlgorithmConfig]]
+    policy: Policy  # subclasses name the kind they train (ActorCritic, QNetwork)
     # True where every update goes through reduce_gradients(), so MPI allreduce mode works
     averages_gradients: ClassVar[bool] = False
 
@@ -59,7 +60,8 @@ class Algorithm(ABC):
         self.workers = make_worker_group(config, type(self).postprocess, registered_creator(config.env))
         self.observation_space, self.action_space = self.workers.call("spaces")[0]
         torch.manual_seed(config.seed)  # after local workers exist, so every engine inits alike
-        self.preprocess, policy = build_policy(self.observation_space, self.action_space, config.model)
+        self.preprocess, policy = build_policy(self.observation_space, self.action_space, config.model,
+                                               config.network)
         self.policy = policy.to(self.device)
         self.obs_filter = make_filter(config.observation_filter, self.preprocess.shape)
         self.rng = np.random.default_rng(config.seed)

@@ -20,6 +20,9 @@ from typing import Any, ClassVar, Literal, Union
 
 from volley.errors import ConfigError, did_you_mean
 
+# The network workers act with: an actor-critic, or Q-values with a linear or dueling head (DQN)
+NetworkKind = Literal["actor_critic", "q", "dueling_q"]
+
 GROUPS = ("environment", "rollouts", "training", "resources", "framework", "debugging",
           "evaluation", "reporting")
 
@@ -274,6 +277,11 @@ class AlgorithmConfig:
         if self.num_workers != "auto":
             return int(self.num_workers)
         return 0 if self.engine == "local" else (os.cpu_count() or 1)
+
+    @property
+    def network(self) -> NetworkKind:
+        """The kind of network the learner trains and the workers act with."""
+        return "actor_critic"
 
     @property
     def num_sampling_workers(self) -> int:

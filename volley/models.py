@@ -3,8 +3,10 @@
 One :class:`ActorCritic` serves every on-policy algorithm: an MLP for vector
 observations (separate or shared policy and value bodies) or the Nature CNN for
 images, with a categorical head for ``Discrete`` actions and a diagonal Gaussian
-with a state-independent log-std for ``Box`` actions. Weights travel between
-processes as one flat float32 vector.
+with a state-independent log-std for ``Box`` actions. A :class:`QNetwork` (DQN)
+puts Q-values on the same bodies and acts ε-greedily. Both are a :class:`Policy`:
+workers call them alike, and their weights travel between processes as one flat
+float32 vector.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from volley.config import ModelConfig
+from volley.config import ModelConfig, NetworkKind
 from volley.errors import VolleyError
 
 # -- observations --------------------------------------------------------------------------
@@ -110,6 +112,25 @@ class Categorical:
         return (self.logits.exp() * (self.logits - other.logits)).sum(-1)
 
 
+class EpsilonGreedy(Categorical):
+    """A Q-network's behaviour policy: a uniformly random action with probability ε, else
+    the greedy one.
+
+    It is the categorical distribution with probabilities ``ε/n + (1 - ε)·[a = argmax Q]``,
+    so workers sample it like any policy (inverse CDF, one uniform draw per environment);
+    its mode is the greedy action at every ε.
+    """
+
+    def __init__(self, q_values: torch.Tensor, epsilon: float) -> None:
+        self.greedy = q_values.argmax(-1)
+        n = q_values.shape[-1]
+        probs = epsilon / n + (1 - epsilon) * nn.functional.one_hot(self.greedy, n).to(q_values.dtype)
+        super().__init__(probs.clamp_min(torch.finfo(probs.dtype).tiny).log())  # finite at ε = 0
+
+    def mode(self) -> torch.Tensor:
+        return self.greedy
+
+
 class DiagGaussian:
     """Independent normal per action dimension; mean ``[B, d]`` and log-std ``[d]``."""
 
@@ -192,7 +213,31 @@ class NatureCNN(nn.Module):
         return self.fc(self.convs(x))
 
 
-class ActorCritic(nn.Module):
+def trunk(obs_shape: tuple[int, ...], is_image: bool, model: ModelConfig) -> tuple[nn.Module, int]:
+    """The Nature CNN for images, else the MLP of ``model``; and the width of its features."""
+    if is_image:
+        cnn = NatureCNN(obs_shape)
+        return cnn, cnn.out_features
+    width = model.fcnet_hiddens[-1] if model.fcnet_hiddens else obs_shape[0]
+    return mlp(obs_shape[0], model.fcnet_hiddens, model.fcnet_activation), width
+
+
+class Policy(nn.Module):
+    """A network workers act with: ``forward(obs)`` gives an action distribution and values
+    ``[B]``; its weights travel between processes as one flat float32 vector."""
+
+    def get_flat_weights(self) -> np.ndarray:
+        """All parameters as one float32 vector (what workers receive)."""
+        return nn.utils.parameters_to_vector(self.parameters()).detach().cpu().numpy()
+
+    def set_flat_weights(self, flat: np.ndarray) -> None:
+        device = next(self.parameters()).device
+        # a copy: arrays from Ray's object store are read-only
+        nn.utils.vector_to_parameters(torch.tensor(flat, dtype=torch.float32, device=device),
+                                      self.parameters())
+
+
+class ActorCritic(Policy):
     """Policy and value function over one observation encoding."""
 
     def __init__(self, obs_shape: tuple[int, ...], is_image: bool, action_space: gym.Space,
@@ -205,16 +250,8 @@ class ActorCritic(nn.Module):
         else:
             raise VolleyError(f"action space {action_space} is not supported: volley takes "
                               "Discrete or a one-dimensional Box")
-        self.pi_body: nn.Module
-        self.vf_body: nn.Module | None
-        if is_image:
-            cnn = NatureCNN(obs_shape)
-            self.pi_body, self.vf_body, n_feat = cnn, None, cnn.out_features
-        else:
-            n_feat = model.fcnet_hiddens[-1] if model.fcnet_hiddens else obs_shape[0]
-            self.pi_body = mlp(obs_shape[0], model.fcnet_hiddens, model.fcnet_activation)
-            self.vf_body = None if model.vf_share_layers else mlp(
-                obs_shape[0], model.fcnet_hiddens, model.fcnet_activation)
+        self.pi_body, n_feat = trunk(obs_shape, is_image, model)
+        self.vf_body = None if is_image or model.vf_share_layers else trunk(obs_shape, False, model)[0]
         self.pi_head = _layer(n_feat, n_out, 0.01)
         self.vf_head = _layer(n_feat, 1, 1.0)
         self.log_std = nn.Parameter(torch.full((n_out,), model.log_std_init)) if self.continuous else None
@@ -239,19 +276,53 @@ class ActorCritic(nn.Module):
         body = [] if self.vf_body is None else list(self.vf_body.parameters())
         return body + list(self.vf_head.parameters())
 
-    def get_flat_weights(self) -> np.ndarray:
-        """All parameters as one float32 vector (what workers receive)."""
-        return nn.utils.parameters_to_vector(self.parameters()).detach().cpu().numpy()
 
-    def set_flat_weights(self, flat: np.ndarray) -> None:
-        device = next(self.parameters()).device
-        # a copy: arrays from Ray's object store are read-only
-        nn.utils.vector_to_parameters(torch.tensor(flat, dtype=torch.float32, device=device),
-                                      self.parameters())
+class QNetwork(Policy):
+    """Q-values ``[B, n]`` for ``Discrete`` actions (DQN), acting ε-greedily.
+
+    A linear head on the MLP or Nature-CNN body, or with ``dueling`` two streams,
+    ``Q = V + A - mean(A)`` (Wang et al., 2016). ε is a parameter that no optimizer
+    touches: it travels with the flat weights, so every worker explores with the
+    learner's current ε on every engine.
+    """
+
+    def __init__(self, obs_shape: tuple[int, ...], is_image: bool, action_space: gym.Space,
+                 model: ModelConfig, dueling: bool) -> None:
+        super().__init__()
+        if not isinstance(action_space, gym.spaces.Discrete):
+            raise VolleyError(f"action space {action_space} is not supported by Q-learning: "
+                              "DQN takes Discrete actions")
+        self.body, n_feat = trunk(obs_shape, is_image, model)
+        self.q_head = _layer(n_feat, int(action_space.n), 1.0)  # the advantage stream when dueling
+        self.value_head = _layer(n_feat, 1, 1.0) if dueling else None
+        self.epsilon = nn.Parameter(torch.zeros(()), requires_grad=False)
+
+    def q_values(self, obs: torch.Tensor) -> torch.Tensor:
+        """Q-values ``[B, n]`` for observations ``[B, *obs_shape]``."""
+        features = self.body(obs)
+        out = self.q_head(features)
+        if self.value_head is None:
+            return out
+        return self.value_head(features) + out - out.mean(-1, keepdim=True)
+
+    def forward(self, obs: torch.Tensor) -> tuple[Distribution, torch.Tensor]:
+        """The ε-greedy distribution and the greedy values ``max_a Q`` ``[B]``."""
+        q = self.q_values(obs)
+        return EpsilonGreedy(q, self.epsilon.item()), q.max(-1).values
+
+    def q_parameters(self) -> list[nn.Parameter]:
+        """Everything the optimizer trains: all parameters but ε."""
+        return [p for p in self.parameters() if p is not self.epsilon]
+
+    def set_epsilon(self, epsilon: float) -> None:
+        with torch.no_grad():
+            self.epsilon.fill_(epsilon)
 
 
-def build_policy(obs_space: gym.Space, action_space: gym.Space, model: ModelConfig
-                 ) -> tuple[ObsPreprocessor, ActorCritic]:
+def build_policy(obs_space: gym.Space, action_space: gym.Space, model: ModelConfig,
+                 network: NetworkKind = "actor_critic") -> tuple[ObsPreprocessor, Policy]:
     """The preprocessor and the network for a pair of spaces; a clear error for others."""
     pre = ObsPreprocessor(obs_space)
-    return pre, ActorCritic(pre.shape, pre.is_image, action_space, model)
+    if network == "actor_critic":
+        return pre, ActorCritic(pre.shape, pre.is_image, action_space, model)
+    return pre, QNetwork(pre.shape, pre.is_image, action_space, model, dueling=network == "dueling_q")

@@ -6,8 +6,9 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from volley import EnvError, PPOConfig, register_env
+from volley import DQNConfig, EnvError, PPOConfig, register_env
 from volley.errors import WorkerError
+from volley.models import NatureCNN
 
 
 def small(engine: str, workers: int, **env) -> PPOConfig:
@@ -139,5 +140,44 @@ def test_mujoco_humanoid_samples_on_two_ray_workers(ray_session):
         assert batch["obs"].shape[1:] == (348,) and batch["actions"].shape[1:] == (17,)
         assert algo.obs_filter.stats.count >= 80  # both workers' statistics reached the learner
         algo.update(batch)
+    finally:
+        algo.stop()
+
+
+def small_dqn(engine: str, **env) -> DQNConfig:
+    return (DQNConfig().environment(**env).resources(engine=engine)
+            .rollouts(num_workers=2, num_envs_per_worker=2, rollout_fragment_length=16)
+            .training(learning_starts=32, minibatch_size=16, replay_buffer_capacity=1000,
+                      epsilon_decay_steps=200).debugging(seed=7))
+
+
+def test_dqn_on_ray_matches_the_local_reference_and_trains(ray_session):
+    local = small_dqn("local", env="CartPole-v1").build()
+    remote = small_dqn("ray", env="CartPole-v1").build()
+    try:
+        for engine in (local, remote):
+            engine.policy.set_epsilon(0.5)  # ε-greedy draws come from each env's own stream
+        a, b = local.sample(), remote.sample()
+        assert sorted(a) == ["actions", "discounts", "next_obs", "obs", "returns"]
+        for key in a:
+            np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+        results = [remote.train() for _ in range(3)]
+        assert results[-1]["num_workers"] == 2 and results[-1]["timesteps_total"] >= 180
+        assert results[-1]["num_updates"] > 0 and np.isfinite(results[-1]["loss"])
+        assert results[-1]["epsilon"] < results[0]["epsilon"]
+    finally:
+        local.stop()
+        remote.stop()
+
+
+def test_dqn_on_atari_pixels_uses_the_nature_cnn(ray_session):
+    algo = (small_dqn("ray", env="ALE/Pong-v5").rollouts(rollout_fragment_length=8)
+            .training(learning_starts=0, train_intensity=0.25, dueling=True).build())
+    try:
+        result = algo.train()
+        assert isinstance(algo.policy.body, NatureCNN)
+        assert len(algo.replay) == 32 and algo.replay.columns["next_obs"].shape[1:] == (4, 84, 84)
+        assert algo.replay.columns["obs"].dtype == np.uint8
+        assert result["num_updates"] == 8 and np.isfinite(result["loss"])
     finally:
         algo.stop()

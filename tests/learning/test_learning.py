@@ -89,3 +89,19 @@ def test_trpo_cartpole_local_engine_reaches_475():
     result = train_until(algo, 475, max_steps=400_000)
     assert result["episode_reward_mean"] >= 475, result
     assert result["kl"] <= 0.02 * 1.5
+
+
+def test_dqn_cartpole_local_engine_reaches_475():
+    import torch
+
+    from volley import DQNConfig
+
+    algo = (DQNConfig().environment("CartPole-v1").resources(engine="local").training(n_step=3)
+            .debugging(seed=0).build())
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # minibatches of 64 are too small to share; a busy 2nd core stalls them
+    try:
+        result = train_until(algo, 475, max_steps=150_000)
+    finally:
+        torch.set_num_threads(threads)
+    assert result["episode_reward_mean"] >= 475, result

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from volley.algorithm import Algorithm
+from volley.algorithms.dqn import DQN, DQNConfig
 from volley.algorithms.pg import PG, PGConfig
 from volley.algorithms.ppo import PPO, PPOConfig
 from volley.algorithms.trpo import TRPO, TRPOConfig
 from volley.config import AlgorithmConfig
 from volley.errors import ConfigError, did_you_mean
 
-ALGORITHMS: dict[str, type[Algorithm]] = {"ppo": PPO, "trpo": TRPO, "pg": PG}
+ALGORITHMS: dict[str, type[Algorithm]] = {"ppo": PPO, "trpo": TRPO, "pg": PG, "dqn": DQN}
 
 
 def get_algorithm_class(name: str) -> type[Algorithm]:
@@ -25,4 +26,4 @@ def get_config_class(name: str) -> type[AlgorithmConfig]:
     return get_algorithm_class(name).config_class
 
 
-__all__ = ["ALGORITHMS", "PG", "PPO", "PGConfig", "PPOConfig", "TRPO", "TRPOConfig", "get_algorithm_class", "get_config_class"]
+__all__ = ["ALGORITHMS", "DQN", "DQNConfig", "PG", "PPO", "PGConfig", "PPOConfig", "TRPO", "TRPOConfig", "get_algorithm_class", "get_config_class"]

@@ -83,6 +83,7 @@ class PG(Algorithm):
 
     config_class = PGConfig
     config: PGConfig
+    policy: ActorCritic
     averages_gradients = True
 
     @staticmethod

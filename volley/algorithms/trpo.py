@@ -26,7 +26,7 @@ from torch import nn
 from volley.algorithm import Algorithm
 from volley.config import AlgorithmConfig, option
 from volley.errors import ConfigError
-from volley.models import Distribution
+from volley.models import ActorCritic, Distribution
 from volley.rollout.advantages import explained_variance, gae_columns
 from volley.rollout.batch import Batch
 from volley.trust_region import (
@@ -93,6 +93,7 @@ class TRPO(Algorithm):
 
     config_class = TRPOConfig
     config: TRPOConfig
+    policy: ActorCritic
 
     postprocess = staticmethod(gae_columns)  # worker-side: GAE advantages and value targets
 

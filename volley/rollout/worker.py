@@ -24,7 +24,7 @@ import torch
 
 from volley.config import AlgorithmConfig
 from volley.envs import EnvCreator, make_vector_env, reset_seeded
-from volley.models import ActorCritic, build_policy
+from volley.models import Policy, build_policy
 from volley.rollout.batch import Batch
 from volley.rollout.filters import RunningStats, make_filter
 
@@ -74,7 +74,7 @@ class RolloutWorker:
         self.observation_space = self.env.single_observation_space
         self.action_space = self.env.single_action_space
         self.preprocess, self.policy = build_policy(self.observation_space, self.action_space,
-                                                    config.model)
+                                                    config.model, config.network)
         self.obs_filter = make_filter(config.observation_filter, self.preprocess.shape)
         self._obs: np.ndarray | None = None  # preprocessed, unfiltered, [N, *obs_shape]
         self._seeded = False
@@ -157,11 +157,15 @@ class RolloutWorker:
                     break
             elif len(steps) == self.config.fragment_length:
                 break
-        columns = {key: np.stack([s[key] for s in steps]) for key in steps[0]}
+        columns = {key: np.stack([s[key] for s in steps]) for key in steps[0] if key != "obs"}
         assert self._obs is not None
         with torch.inference_mode():
             last_obs = self.obs_filter(self._obs, update=False)
             last_values = self.policy(torch.as_tensor(last_obs))[1].numpy()
+        # next_obs[t] = obs[t + 1]: the observation step t led to (the final one after an episode
+        # end, as NEXT_STEP autoreset shows it on the reset step). Both are views of one array.
+        all_obs = np.stack([s["obs"] for s in steps] + [last_obs])  # [T + 1, N, *obs_shape]
+        columns["obs"], columns["next_obs"] = all_obs[:-1], all_obs[1:]
         # next_values[t]: the next step's value (the final observation's, after an end), 0 after a
         # terminal; a cut wherever the sequence stops: episode end or the fragment's last step.
         values = columns["values"]
@@ -192,7 +196,7 @@ class RolloutWorker:
                             self.obs_filter.pop_delta(), len(batch))
 
     def sample_and_apply(self, weights: np.ndarray, filter_stats: RunningStats | None,
-                         fn: Callable[[ActorCritic, Batch, AlgorithmConfig], Any],
+                         fn: Callable[[Policy, Batch, AlgorithmConfig], Any],
                          num_episodes: int | None = None) -> tuple[Any, SampleResult]:
         """Sample, then return ``fn(policy, batch, config)`` computed here in place of the batch.
 
