@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 import torch
+from torch import nn
 
 from volley.checkpoint import (
     flatten_optimizer,
@@ -29,7 +30,7 @@ from volley.checkpoint import (
 from volley.config import AlgorithmConfig
 from volley.engines import make_worker_group
 from volley.envs import check_env_id, registered_creator
-from volley.errors import CheckpointError, ConfigError
+from volley.errors import CheckpointError, ConfigError, TrainingError
 from volley.models import ActorCritic, Policy, build_policy
 from volley.rollout.batch import Batch
 from volley.rollout.filters import RunningStats, make_filter
@@ -69,6 +70,9 @@ class Algorithm(ABC):
         self.timesteps_total = 0
         self.episodes_total = 0
         self.time_total_s = 0.0
+        self.num_env_errors = 0
+        self.num_skipped_updates = 0
+        self._skips_in_a_row = 0
         self._returns_this_iter: list[float] = []
         self._recent_returns: deque[float] = deque(maxlen=config.metrics_num_episodes_for_smoothing)
         self._recent_lengths: deque[int] = deque(maxlen=config.metrics_num_episodes_for_smoothing)
@@ -139,11 +143,50 @@ class Algorithm(ABC):
             self._recent_returns.extend(result.episode_returns.tolist())
             self._recent_lengths.extend(result.episode_lengths.tolist())
             self._steps_this_iter += result.env_steps
+            self.num_env_errors += result.env_errors
 
     def reduce_gradients(self, parameters: Iterable[torch.Tensor]) -> None:
         """Called between ``backward()`` and the optimizer step: averages the gradients over
         data-parallel replicas where there are some (the MPI engine's allreduce mode)."""
         self.workers.average_gradients(list(parameters))
+
+    def optimizer_step(self, optimizer: torch.optim.Optimizer, parameters: Iterable[torch.Tensor],
+                       loss: torch.Tensor | float, grad_clip: float | None) -> bool:
+        """After ``backward()``: average the gradients over replicas, clip them to ``grad_clip``
+        and step, unless the loss or the gradient is NaN/inf (see :meth:`update_is_finite`).
+
+        Every optimizer step of every algorithm goes through here. The check costs one
+        gradient norm, which clipping needs anyway. Returns whether the step was taken.
+        """
+        params = [p for p in parameters if p.grad is not None]
+        self.reduce_gradients(params)  # first: replicas check the same averaged gradient
+        norm = nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
+        if not self.update_is_finite(loss, norm):
+            return False
+        if grad_clip is not None:
+            nn.utils.clip_grads_with_norm_(params, grad_clip, norm)
+        optimizer.step()
+        return True
+
+    def update_is_finite(self, loss: torch.Tensor | float, gradient_norm: torch.Tensor | float) -> bool:
+        """False (and the update counted in ``num_skipped_updates``) if ``loss`` or the gradient's
+        norm is NaN/inf: such a step would write NaN into every weight. A TrainingError ends the
+        run after ``max_consecutive_skips`` such updates in a row: the data or the step size is
+        broken, not one batch. The run's checkpoints are written after good iterations only,
+        so the last one stays as it was."""
+        total = torch.as_tensor(loss).detach() + gradient_norm  # NaN or inf in either spreads
+        if math.isfinite(float(total)):  # one device sync
+            self._skips_in_a_row = 0
+            return True
+        self.num_skipped_updates += 1
+        self._skips_in_a_row += 1
+        if self._skips_in_a_row >= self.config.max_consecutive_skips:
+            raise TrainingError(
+                f"{self._skips_in_a_row} updates in a row had a non-finite loss ({float(loss)}) or "
+                f"gradient norm ({float(gradient_norm)}), max_consecutive_skips="
+                f"{self.config.max_consecutive_skips}; lower lr, scale the rewards, or check the "
+                f"environment's observations (iteration {self.iteration + 1})")
+        return False
 
     def current_lr(self) -> float:
         """``lr``, or ``lr_schedule`` interpolated at the current timestep."""
@@ -182,7 +225,9 @@ class Algorithm(ABC):
             "learn_time_s": took - self._sample_time,
             "env_steps_per_s": self._steps_this_iter / took if took > 0 else math.nan,
             "num_workers": self.config.resolved_num_workers,
-            "num_worker_restarts": 0,
+            "num_worker_restarts": self.workers.num_restarts,
+            "num_env_errors": self.num_env_errors,
+            "num_skipped_updates": self.num_skipped_updates,
             **stats,
         }
 

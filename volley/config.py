@@ -24,7 +24,7 @@ from volley.errors import ConfigError, did_you_mean
 NetworkKind = Literal["actor_critic", "q", "dueling_q"]
 
 GROUPS = ("environment", "rollouts", "training", "resources", "framework", "debugging",
-          "evaluation", "reporting")
+          "evaluation", "reporting", "fault_tolerance")
 
 
 def option(default: Any, group: str, help: str) -> Any:
@@ -133,6 +133,11 @@ class AlgorithmConfig:
         "num_envs_per_env_runner": "num_envs_per_worker",
         "evaluation_num_episodes": "evaluation_duration",
         "framework": "framework_str",
+        "recreate_failed_workers": "restart_failed_workers",
+        "restart_failed_env_runners": "restart_failed_workers",
+        "recreate_failed_env_runners": "restart_failed_workers",
+        "max_num_worker_restarts": "max_worker_restarts",
+        "max_num_env_runner_restarts": "max_worker_restarts",
     }
     algo_name: ClassVar[str] = ""
 
@@ -183,6 +188,21 @@ class AlgorithmConfig:
     metrics_num_episodes_for_smoothing: int = option(
         100, "reporting", "episodes averaged in episode_reward_mean")
 
+    restart_failed_workers: bool = option(
+        True, "fault_tolerance", "Ray engine: replace a worker whose actor or node died "
+        "(False: stop with a WorkerError)")
+    max_worker_restarts: int = option(
+        10, "fault_tolerance", "worker replacements in a run; one more death stops it with a WorkerError")
+    on_worker_failure: Literal["resample", "use_others"] = option(
+        "resample", "fault_tolerance", "a dead worker's share of an iteration: 'resample' it on the "
+        "replacement, or 'use_others' (the other workers' samples only; all dead: resample)")
+    env_errors: Literal["recreate", "raise"] = option(
+        "recreate", "fault_tolerance", "an environment that raises or returns NaN/inf: 'recreate' it "
+        "and drop its unfinished episode, or 'raise' an EnvError naming it")
+    max_consecutive_skips: int = option(
+        10, "fault_tolerance", "updates in a row skipped for a non-finite loss or gradient "
+        "before the run stops with a TrainingError")
+
     # -- builder sugar -----------------------------------------------------------------------
 
     def environment(self, env: str | None = None, **kwargs: Any) -> typing.Self:
@@ -222,6 +242,11 @@ class AlgorithmConfig:
     def reporting(self, **kwargs: Any) -> typing.Self:
         """Set ``metrics_num_episodes_for_smoothing``."""
         return self._update_group("reporting", kwargs)
+
+    def fault_tolerance(self, **kwargs: Any) -> typing.Self:
+        """Set ``restart_failed_workers`` (or RLlib's ``restart_failed_env_runners``),
+        ``max_worker_restarts``, ``on_worker_failure``, ``env_errors``, ``max_consecutive_skips``."""
+        return self._update_group("fault_tolerance", kwargs)
 
     # -- the one validated setter --------------------------------------------------------------
 
@@ -302,7 +327,8 @@ class AlgorithmConfig:
                     "train_batch_size": self.train_batch_size,
                     "evaluation_duration": self.evaluation_duration,
                     "metrics_num_episodes_for_smoothing": self.metrics_num_episodes_for_smoothing,
-                    "num_cpus_per_worker": self.num_cpus_per_worker}
+                    "num_cpus_per_worker": self.num_cpus_per_worker,
+                    "max_consecutive_skips": self.max_consecutive_skips}
         if self.rollout_fragment_length != "auto":
             positive["rollout_fragment_length"] = self.rollout_fragment_length
         if self.num_cpus is not None:
@@ -314,6 +340,8 @@ class AlgorithmConfig:
                 raise ConfigError(f"config key '{key}' must be > 0, got {value!r}")
         if self.num_workers != "auto" and self.num_workers < 0:
             raise ConfigError(f"config key 'num_workers' must be >= 0, got {self.num_workers!r}")
+        if self.max_worker_restarts < 0:
+            raise ConfigError(f"config key 'max_worker_restarts' must be >= 0, got {self.max_worker_restarts!r}")
         if not 0.0 < self.gamma <= 1.0:
             raise ConfigError(f"config key 'gamma' must be in (0, 1], got {self.gamma!r}")
         if self.num_gpus < 0:

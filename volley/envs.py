@@ -4,10 +4,13 @@ Every worker steps its environments as one Gymnasium ``VectorEnv`` in
 ``NEXT_STEP`` autoreset mode. Where an environment has a native vector
 implementation it is used: CartPole's numpy vector env, and for ALE pixels ale-py's
 C++ ``AtariVectorEnv``, several times faster than stepping single environments.
+Every other vector is a ``SyncVectorEnv`` of :class:`GuardedEnv` s, so a failing
+environment can be named by its index and replaced alone.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable
 from typing import Any, cast
@@ -18,6 +21,8 @@ import numpy as np
 from volley.errors import EnvError, did_you_mean
 
 EnvCreator = Callable[[dict], gym.Env]
+
+ERROR_INFO = "volley_env_error"  # set in the info of a GuardedEnv whose step or reset raised
 
 _CREATORS: dict[str, EnvCreator] = {}
 
@@ -144,6 +149,70 @@ def _checked_creator(name: str, creator: EnvCreator, env_config: dict) -> Callab
     return make
 
 
+def recreated_seed(seed: int, recreations: int) -> int:
+    """The seed of an environment recreated for the ``recreations``-th time: a function of the
+    environment's first seed, so a run stays a function of its config, but never that seed."""
+    return int(np.random.SeedSequence([seed, recreations]).generate_state(1)[0])
+
+
+class GuardedEnv(gym.Wrapper):
+    """One sub-environment of a ``SyncVectorEnv`` that keeps its exceptions in.
+
+    An exception escaping from the middle of the vector's step would lose the results of
+    the environments stepped before it. Instead the failed call returns a placeholder (a
+    sampled observation, reward 0) with ``info[ERROR_INFO]`` set; the vector's info then
+    says which index failed, and the worker reads the exception from :attr:`error`,
+    calls :meth:`recreate` and resets this index alone (see ``RolloutWorker``).
+    """
+
+    def __init__(self, make: Callable[[], gym.Env]) -> None:
+        super().__init__(make())
+        self.make = make
+        self.error: tuple[str, Exception] | None = None  # (method, exception) of the last failure
+        self.recreations = 0
+        self._first_seed: int | None = None  # the seed of the first reset, from the worker
+        self._fresh = True  # not reset since it was made
+
+    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict]:
+        try:
+            return self.env.step(action)
+        except Exception as exc:
+            self.error = ("step", exc)
+            return self.observation_space.sample(), 0.0, False, False, {ERROR_INFO: True}
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
+        if self._first_seed is None:
+            self._first_seed = seed
+        elif seed is None and self._fresh:  # a recreated env's first reset: a seed of its own
+            seed = recreated_seed(self._first_seed, self.recreations)
+        self._fresh = False
+        try:
+            return self.env.reset(seed=seed, options=options)
+        except Exception as exc:
+            self.error = ("reset", exc)
+            return self.observation_space.sample(), {ERROR_INFO: True}
+
+    def recreate(self) -> None:
+        """Replace the environment with a new one from the same creator."""
+        with contextlib.suppress(Exception):  # a broken environment may fail to close too
+            self.env.close()
+        self.env = self.make()
+        self.error = None
+        self.recreations += 1
+        self._fresh = True
+
+
+def _guarded_vector(make: Callable[[], gym.Env], num_envs: int) -> gym.vector.SyncVectorEnv:
+    return gym.vector.SyncVectorEnv([lambda: GuardedEnv(make)] * num_envs)
+
+
+def guarded_envs(vec: gym.vector.VectorEnv) -> list[GuardedEnv] | None:
+    """The sub-environments of a vector ``make_vector_env`` built from GuardedEnvs; None for a
+    native vector env, whose sub-environments are not Python objects."""
+    envs = getattr(vec, "envs", None)
+    return envs if envs and all(isinstance(e, GuardedEnv) for e in envs) else None
+
+
 def make_vector_env(env: str, num_envs: int, *, env_config: dict | None = None,
                     creator: EnvCreator | None = None, atari_preprocessing: str = "deepmind"
                     ) -> gym.vector.VectorEnv:
@@ -155,17 +224,17 @@ def make_vector_env(env: str, num_envs: int, *, env_config: dict | None = None,
     env_config = dict(env_config or {})
     creator = creator or _CREATORS.get(env)
     if creator is not None:
-        return gym.vector.SyncVectorEnv([_checked_creator(env, creator, env_config)] * num_envs)
+        return _guarded_vector(_checked_creator(env, creator, env_config), num_envs)
     check_env_id(env)
     spec = gym.registry[env]
     if env.startswith("ALE/") and spec.kwargs.get("obs_type", "rgb") != "ram":
         if atari_preprocessing == "karpathy":
-            return gym.make_vec(env, num_envs=num_envs, vectorization_mode="sync",
-                                wrappers=[KarpathyPong], **env_config)
+            return _guarded_vector(lambda: KarpathyPong(gym.make(env, **env_config)), num_envs)
         return _atari_vector_env(env, num_envs, atari_preprocessing, env_config)
-    mode = "vector_entry_point" if spec.vector_entry_point is not None else "sync"
     try:
-        return gym.make_vec(env, num_envs=num_envs, vectorization_mode=mode, **env_config)
+        if spec.vector_entry_point is None:
+            return _guarded_vector(lambda: gym.make(env, **env_config), num_envs)
+        return gym.make_vec(env, num_envs=num_envs, vectorization_mode="vector_entry_point", **env_config)
     except TypeError as exc:
         raise EnvError(f"environment '{env}' rejected env_config {env_config!r}: {exc}") from None
 

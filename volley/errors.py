@@ -31,6 +31,10 @@ class WorkerError(VolleyError):
     """A rollout worker failed; the message names the worker and the original error."""
 
 
+class TrainingError(VolleyError):
+    """Training cannot go on: too many updates in a row had a non-finite loss or gradient."""
+
+
 def did_you_mean(word: str, choices: Iterable[str], n: int = 3) -> str:
     """Return ``"; did you mean 'x'?"`` for the closest choices, or ``""`` when none is close."""
     matches = difflib.get_close_matches(word, list(choices), n=n, cutoff=0.6)

@@ -214,11 +214,9 @@ class DQN(Algorithm):
 
         self.optimizer.zero_grad()
         loss.backward()
-        if cfg.grad_clip is not None:
-            nn.utils.clip_grad_norm_(self.policy.q_parameters(), cfg.grad_clip)
-        self.optimizer.step()
+        stepped = self.optimizer_step(self.optimizer, self.policy.q_parameters(), loss, cfg.grad_clip)
 
-        if isinstance(self.replay, PrioritizedReplayBuffer):
+        if stepped and isinstance(self.replay, PrioritizedReplayBuffer):  # never a NaN priority
             self.replay.update_priorities(batch["indices"], (q - targets).detach().cpu().numpy())
         return loss.detach(), q.detach().mean()
 

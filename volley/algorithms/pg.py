@@ -18,7 +18,6 @@ from typing import ClassVar, Literal
 
 import numpy as np
 import torch
-from torch import nn
 
 from volley.algorithm import Algorithm
 from volley.config import AlgorithmConfig, ModelConfig, option
@@ -112,12 +111,9 @@ class PG(Algorithm):
         else:
             pieces = self.sample_and_apply(gradient_pieces, self.config.batch_episodes)
             loss = self.combine_gradients(pieces)
-        self.reduce_gradients(self.policy.policy_parameters())
-        if self.config.grad_clip is not None:
-            nn.utils.clip_grad_norm_(self.policy.policy_parameters(), self.config.grad_clip)
         for group in self.optimizer.param_groups:
             group["lr"] = self.current_lr()
-        self.optimizer.step()
+        self.optimizer_step(self.optimizer, self.policy.policy_parameters(), loss, self.config.grad_clip)
         return {"policy_loss": loss, "lr": self.optimizer.param_groups[0]["lr"]}
 
     def _standardizer(self, count: float, total: float, total_sq: float) -> tuple[float, float]:

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import torch
-from torch import nn
 
 from volley.algorithm import Algorithm
 from volley.config import AlgorithmConfig, option
@@ -118,10 +117,7 @@ class PPO(Algorithm):
 
                 self.optimizer.zero_grad()
                 loss.backward()
-                self.reduce_gradients(self.policy.parameters())
-                if cfg.grad_clip is not None:
-                    nn.utils.clip_grad_norm_(self.policy.parameters(), cfg.grad_clip)
-                self.optimizer.step()
+                self.optimizer_step(self.optimizer, self.policy.parameters(), loss, cfg.grad_clip)
 
                 with torch.no_grad():  # kl: Schulman's low-variance estimator
                     kl = ((ratio - 1) - log_ratio).mean()

@@ -16,12 +16,12 @@ The next ``sample()`` ships the new weights.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 import numpy as np
 import torch
-from torch import nn
 
 from volley.algorithm import Algorithm
 from volley.config import AlgorithmConfig, option
@@ -127,6 +127,9 @@ class TRPO(Algorithm):
         # natural gradient: s = F⁻¹ g by conjugate gradient, F v from the KL's Hessian
         surrogate, kl, _ = surrogate_and_kl()
         gradient = flat_grad(surrogate, params, retain_graph=True)
+        if not self.update_is_finite(surrogate, gradient.norm()):
+            return {"policy_loss": -surrogate.item(), "surrogate_improvement": 0.0, "kl": 0.0,
+                    "entropy": math.nan, "line_search_fraction": 0.0}
         fvp = fisher_vector_product(kl, params, cfg.cg_damping)
         direction = conjugate_gradient(fvp, gradient, cfg.cg_iters)
         # largest step along s with ½ sᵀF s = max_kl
@@ -165,9 +168,7 @@ class TRPO(Algorithm):
                 vf_loss = ((values - targets[index]) ** 2).mean()
                 self.vf_optimizer.zero_grad()
                 vf_loss.backward()
-                if cfg.grad_clip is not None:
-                    nn.utils.clip_grad_norm_(self.policy.value_parameters(), cfg.grad_clip)
-                self.vf_optimizer.step()
+                self.optimizer_step(self.vf_optimizer, self.policy.value_parameters(), vf_loss, cfg.grad_clip)
                 losses.append(vf_loss.item())
         with torch.no_grad():
             _, values_after = self.policy(obs)

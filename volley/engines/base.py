@@ -19,6 +19,7 @@ class WorkerGroup(ABC):
     """
 
     num_workers: int
+    num_restarts: int = 0  # dead workers replaced so far (the Ray engine replaces them)
 
     @abstractmethod
     def call(self, method: str, *args: Any) -> list[Any]:

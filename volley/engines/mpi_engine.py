@@ -245,10 +245,11 @@ class MPIWorkerGroup(WorkerGroup):
         from mpi4py import MPI
 
         everyone = self.comm.allgather((result.episode_returns, result.episode_lengths,
-                                        result.filter_delta, result.env_steps))
+                                        result.filter_delta, result.env_steps, result.env_errors))
         result.episode_returns = np.concatenate([e[0] for e in everyone])
         result.episode_lengths = np.concatenate([e[1] for e in everyone])
         result.env_steps = sum(e[3] for e in everyone)
+        result.env_errors = sum(e[4] for e in everyone)
         if result.filter_delta is not None:
             merged = type(result.filter_delta)(result.filter_delta.shape)
             for each in everyone:

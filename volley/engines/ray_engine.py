@@ -4,6 +4,12 @@ Ray starts an embedded local cluster unless ``ray_address`` names one to join
 (``ray start --head`` prints it). Actors are placed with the ``SPREAD`` strategy so
 a multi-node cluster shares the sampling, and arrays sent to all workers (the
 weights) are put into the object store once per call.
+
+A worker whose actor dies (killed, its process gone, its node removed) is replaced
+by a new actor (``restart_failed_workers``, at most ``max_worker_restarts`` times a
+run). The replacement needs no state of its own: the weights and the filter
+statistics travel with every sample call. Its share of the iteration is sampled
+again (``on_worker_failure="resample"``) or left out (``"use_others"``).
 """
 
 from __future__ import annotations
@@ -75,12 +81,17 @@ def init_ray(config: AlgorithmConfig) -> bool:
     return True
 
 
+# A replacement worker not running after this long cannot be placed: the cluster lacks its CPUs.
+RESTART_TIMEOUT_S = 120.0
+
+
 class RayWorkerGroup(WorkerGroup):
     """``num_workers`` Ray actors, each hosting one :class:`RolloutWorker`."""
 
     def __init__(self, config: AlgorithmConfig, postprocess: Postprocess,
                  env_creator: EnvCreator | None) -> None:
         self.started_ray = init_ray(config)
+        self.config = config
         self.num_workers = config.resolved_num_workers
         needed = self.num_workers * config.num_cpus_per_worker
         available = ray.cluster_resources().get("CPU", 0.0)
@@ -90,29 +101,68 @@ class RayWorkerGroup(WorkerGroup):
                 f"num_workers={self.num_workers} needs {needed:g} CPUs but the Ray cluster has "
                 f"{available:g}; lower num_workers or num_cpus_per_worker")
         ship_by_value(env_creator)
-        host: Any = ray.remote(num_cpus=config.num_cpus_per_worker)(_WorkerHost)
-        self.actors: list[Any] = [host.options(scheduling_strategy="SPREAD").remote()
+        self._host: Any = ray.remote(num_cpus=config.num_cpus_per_worker)(_WorkerHost)
+        self._worker_args = (postprocess, env_creator)
+        self.actors: list[Any] = [self._host.options(scheduling_strategy="SPREAD").remote()
                                   for _ in range(self.num_workers)]
-        self._wait([actor.build.remote(RolloutWorker, config, i, postprocess, env_creator)
-                    for i, actor in enumerate(self.actors)])
+        for index, ref in enumerate([self._build(i, actor) for i, actor in enumerate(self.actors)]):
+            try:
+                self._get(index, ref)
+            except ray.exceptions.RayActorError as exc:
+                raise WorkerError(f"rollout worker {index} died while starting: {_first_line(exc)}") from exc
+
+    def _build(self, index: int, actor: Any) -> ray.ObjectRef:
+        return actor.build.remote(RolloutWorker, self.config, index, *self._worker_args)
 
     def call(self, method: str, *args: Any) -> list[Any]:
         shipped = [ray.put(a) if isinstance(a, np.ndarray) else a for a in args]
-        return self._wait([actor.call.remote(method, *shipped) for actor in self.actors])
+        results: dict[int, Any] = {}
+        pending = list(range(self.num_workers))
+        while pending:
+            refs = {index: self.actors[index].call.remote(method, *shipped) for index in pending}
+            died: list[tuple[int, Exception]] = []
+            for index, ref in refs.items():
+                try:
+                    results[index] = self._get(index, ref)
+                except ray.exceptions.RayActorError as exc:
+                    died.append((index, exc))
+            for index, cause in died:
+                self._replace(index, cause)
+            resample = self.config.on_worker_failure == "resample" or not results
+            pending = [index for index, _ in died] if resample else []
+        return [results[index] for index in sorted(results)]
 
-    def _wait(self, refs: list[ray.ObjectRef]) -> list[Any]:
-        results = []
-        for index, ref in enumerate(refs):
-            try:
-                results.append(ray.get(ref))
-            except ray.exceptions.RayTaskError as exc:
-                if isinstance(exc.cause, VolleyError):
-                    raise exc.cause from None
-                raise WorkerError(f"rollout worker {index} failed: "
-                                  f"{type(exc.cause).__name__}: {exc.cause}") from exc
-            except ray.exceptions.RayActorError as exc:
-                raise WorkerError(f"rollout worker {index} died: {exc}") from exc
-        return results
+    def _get(self, index: int, ref: ray.ObjectRef, timeout: float | None = None) -> Any:
+        """The result of worker ``index``'s call; its exception as a WorkerError naming it (a
+        VolleyError as itself). A dead actor raises ``RayActorError``."""
+        try:
+            return ray.get(ref, timeout=timeout)
+        except ray.exceptions.RayTaskError as exc:
+            if isinstance(exc.cause, VolleyError):
+                raise exc.cause from None
+            raise WorkerError(f"rollout worker {index} failed: "
+                              f"{type(exc.cause).__name__}: {exc.cause}") from exc
+
+    def _replace(self, index: int, death: Exception) -> None:
+        """Start a new actor for worker ``index``, or raise a WorkerError saying why not."""
+        died = f"rollout worker {index} died ({_first_line(death)})"
+        if not self.config.restart_failed_workers:
+            raise WorkerError(f"{died}; restart_failed_workers=False")
+        if self.num_restarts >= self.config.max_worker_restarts:
+            raise WorkerError(f"{died}; not replaced: max_worker_restarts={self.config.max_worker_restarts} "
+                              f"replacements were made already")
+        ray.kill(self.actors[index])
+        actor = self._host.options(scheduling_strategy="SPREAD").remote()
+        try:
+            self._get(index, self._build(index, actor), timeout=RESTART_TIMEOUT_S)
+        except (ray.exceptions.GetTimeoutError, ray.exceptions.RayActorError) as exc:
+            ray.kill(actor)
+            cpus = ray.cluster_resources().get("CPU", 0.0)
+            raise WorkerError(f"{died}; its replacement did not start within {RESTART_TIMEOUT_S:g} s "
+                              f"({_first_line(exc)}); the cluster has {cpus:g} CPUs for "
+                              f"{self.num_workers} workers") from exc
+        self.actors[index] = actor
+        self.num_restarts += 1
 
     def node_ids(self) -> list[str]:
         """The Ray node each worker runs on (to check placement)."""
@@ -125,3 +175,8 @@ class RayWorkerGroup(WorkerGroup):
         if self.started_ray:
             ray.shutdown()
             self.started_ray = False
+
+
+def _first_line(exc: Exception) -> str:
+    """Ray's actor errors run over many lines; the first says what happened."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]

@@ -10,6 +10,16 @@ Sampling is time-major ``[T, N]``. Gymnasium's NEXT_STEP autoreset means the ste
 after an episode end only resets that environment; such steps are recorded as
 invalid and dropped, and the forward pass made on them supplies the value of the
 final observation, which bootstraps a time-limit truncation.
+
+An environment that raises in ``reset`` or ``step``, or returns a NaN/inf observation or
+reward, fails alone (``env_errors="recreate"``): it is recreated and reset, its
+unfinished episode is dropped from the fragment and from the episode statistics (the
+part of it sampled in an earlier fragment was sent already; it ended there with a
+bootstrapped cut, as any fragment does), and ``num_env_errors`` counts it. Volley's own
+vectors say which index failed (:class:`~volley.envs.GuardedEnv`); a native vector env
+(CartPole's, ALE's) cannot, so the whole vector is recreated and every unfinished
+episode of the worker is dropped. With ``env_errors="raise"`` the worker raises an
+EnvError naming the environment id, the worker, the env index and the cause.
 """
 
 from __future__ import annotations
@@ -23,12 +33,24 @@ import numpy as np
 import torch
 
 from volley.config import AlgorithmConfig
-from volley.envs import EnvCreator, make_vector_env, reset_seeded
+from volley.envs import (
+    ERROR_INFO,
+    EnvCreator,
+    guarded_envs,
+    make_vector_env,
+    recreated_seed,
+    reset_seeded,
+)
+from volley.errors import EnvError, VolleyError
 from volley.models import Policy, build_policy
 from volley.rollout.batch import Batch
 from volley.rollout.filters import RunningStats, make_filter
 
 Postprocess = Callable[[dict[str, np.ndarray], AlgorithmConfig], dict[str, np.ndarray]]
+
+# An environment that fails again on its first step after being recreated, this many times
+# in a row, is broken rather than flaky: recreating it once more would only loop.
+MAX_FAILURES_IN_A_ROW = 3
 
 
 @dataclass
@@ -40,6 +62,7 @@ class SampleResult:
     episode_lengths: np.ndarray
     filter_delta: RunningStats | None  # observation statistics gathered since the last sync
     env_steps: int  # valid steps taken (the batch's rows, before any were dropped)
+    env_errors: int = 0  # environments that failed and were recreated during this sample
 
 
 class EnvStreams:
@@ -65,9 +88,8 @@ class RolloutWorker:
         self.worker_index = worker_index
         self.postprocess = postprocess
         self.num_envs = num_envs or config.num_envs_per_worker
-        self.env = make_vector_env(config.env, self.num_envs, env_config=config.env_config,
-                                   creator=env_creator,
-                                   atari_preprocessing=config.atari_preprocessing)
+        self.env_creator = env_creator
+        self.env = self._make_env()
         first = seed_offset + worker_index * self.num_envs
         self.env_indices = list(range(first, first + self.num_envs))
         self.streams = EnvStreams(config.seed, self.env_indices)
@@ -81,6 +103,15 @@ class RolloutWorker:
         self._autoreset = np.zeros(self.num_envs, bool)
         self._episode_return = np.zeros(self.num_envs)
         self._episode_length = np.zeros(self.num_envs, np.int64)
+        self.num_env_errors = 0
+        self._step_count = 0
+        self._failed_at = np.full(self.num_envs, -2)  # the step each env last failed at
+        self._failures_in_a_row = np.zeros(self.num_envs, np.int64)
+
+    def _make_env(self) -> gym.vector.VectorEnv:
+        return make_vector_env(self.config.env, self.num_envs, env_config=self.config.env_config,
+                               creator=self.env_creator,
+                               atari_preprocessing=self.config.atari_preprocessing)
 
     def spaces(self) -> tuple[gym.Space, gym.Space]:
         """Observation and action space of one environment."""
@@ -92,11 +123,13 @@ class RolloutWorker:
         """Start fresh episodes in every env; seeded by global env index on the first call only,
         so later resets continue each env's random stream instead of replaying it."""
         if self._seeded:
-            obs, _ = self.env.reset()
+            raw, infos = self.env.reset()
         else:
-            obs, _ = reset_seeded(self.env, [self.config.seed + i for i in self.env_indices])
+            raw, infos = reset_seeded(self.env, [self.config.seed + i for i in self.env_indices])
             self._seeded = True
-        self._obs = self.preprocess(obs, self.num_envs)
+        obs = self.preprocess(raw, self.num_envs)
+        failed = self._failures(obs, None, infos)
+        self._obs = obs if failed is None else self._recover(failed, obs, None)[0]
         self._autoreset[:] = False
         self._episode_return[:] = 0.0
         self._episode_length[:] = 0
@@ -107,24 +140,114 @@ class RolloutWorker:
         return actions
 
     @torch.inference_mode()
-    def _step_all(self, explore: bool) -> dict[str, np.ndarray]:
-        """One forward pass for all environments, one vector step; returns the step's columns."""
+    def _step_all(self, explore: bool) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
+        """One forward pass for all environments, one vector step; returns the step's columns and
+        the envs that failed and restarted (None when none did)."""
         assert self._obs is not None
         obs = self.obs_filter(self._obs, update=explore)
         dist, values = self.policy(torch.as_tensor(obs))
         actions = dist.sample(self.streams) if explore else dist.mode()
         logp = dist.log_prob(actions)
         actions_np = actions.numpy()
-        next_obs, rewards, terminated, truncated, _ = self.env.step(self._env_actions(actions_np))
+        self._step_count += 1
+        vector_error: Exception | None = None
+        try:
+            raw, rewards, terminated, truncated, infos = self.env.step(self._env_actions(actions_np))
+            next_obs = self.preprocess(raw, self.num_envs)
+        except VolleyError:
+            raise
+        except Exception as exc:  # from a native vector env; GuardedEnv keeps sub-env errors in
+            vector_error = exc
+            next_obs, rewards, infos = self._obs, np.zeros(self.num_envs), {}
+            terminated = truncated = np.zeros(self.num_envs, bool)
         valid = ~self._autoreset
         rewards = np.asarray(rewards, np.float32)
+        terminated, truncated = np.asarray(terminated, bool), np.asarray(truncated, bool)
+        failed = self._failures(next_obs, rewards, infos, vector_error)
+        if failed is not None:  # failed envs restart; the step is a cut and not a sample
+            next_obs, failed = self._recover(failed, next_obs, rewards, vector_error)
+            rewards = np.where(failed, np.float32(0), rewards)
+            valid &= ~failed
+            terminated, truncated = terminated & ~failed, truncated | failed
         self._episode_return += rewards * valid
         self._episode_length += valid
         self._autoreset = np.logical_or(terminated, truncated)
-        self._obs = self.preprocess(next_obs, self.num_envs)
+        if failed is not None:
+            self._autoreset &= ~failed  # reset already
+        self._obs = next_obs
         return {"obs": obs, "actions": actions_np, "logp": logp.numpy(), "values": values.numpy(),
-                "rewards": rewards, "terminated": np.asarray(terminated, bool),
-                "truncated": np.asarray(truncated, bool), "valid": valid}
+                "rewards": rewards, "terminated": terminated, "truncated": truncated, "valid": valid}, failed
+
+    # -- failed environments -----------------------------------------------------------------
+
+    def _failures(self, obs: np.ndarray, rewards: np.ndarray | None, infos: dict,
+                  vector_error: Exception | None = None) -> np.ndarray | None:
+        """Which envs failed this step (raised, or gave NaN/inf), or None, the usual case: one
+        vectorised check of the whole step, and no per-env work unless something is wrong."""
+        if (vector_error is None and ERROR_INFO not in infos and _finite(obs)
+                and (rewards is None or np.isfinite(rewards).all())):
+            return None
+        if vector_error is not None:
+            return np.ones(self.num_envs, bool)
+        failed = np.asarray(infos.get("_" + ERROR_INFO, np.zeros(self.num_envs, bool)), bool).copy()
+        if obs.dtype.kind == "f":
+            failed |= ~np.isfinite(obs.reshape(self.num_envs, -1)).all(1)
+        if rewards is not None:
+            failed |= ~np.isfinite(rewards)
+        return failed
+
+    def _describe(self, j: int, rewards: np.ndarray | None, vector_error: Exception | None) -> str:
+        """What went wrong with env ``j``, naming the env id, the worker and the env index."""
+        where = f"environment '{self.config.env}' (worker {self.worker_index}, env index {j})"
+        step = f"at step {self._episode_length[j] + 1} of its episode"
+        guards = guarded_envs(self.env)
+        error = guards[j].error if guards is not None else None
+        if vector_error is not None:
+            where = (f"environment '{self.config.env}' (worker {self.worker_index}, env index unknown: "
+                     f"a native vector env cannot say which of its {self.num_envs})")
+            error = ("step", vector_error)
+        if error is not None:
+            method, exc = error
+            return f"{where} raised {step if method == 'step' else 'in reset'}: {type(exc).__name__}: {exc}"
+        if rewards is not None and not np.isfinite(rewards[j]):
+            return f"{where} returned a non-finite reward ({rewards[j]}) {step}"
+        return f"{where} returned a non-finite observation {step if rewards is not None else 'in reset'}"
+
+    def _recover(self, failed: np.ndarray, obs: np.ndarray, rewards: np.ndarray | None,
+                 vector_error: Exception | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Raise (``env_errors="raise"``), or recreate and reset the failed envs and forget their
+        unfinished episodes. Returns ``obs`` with fresh first observations in place of theirs, and
+        the envs that restarted (all of them for a native vector env)."""
+        indices = np.flatnonzero(failed)
+        cause = self._describe(int(indices[0]), rewards, vector_error)
+        if self.config.env_errors == "raise":
+            raise EnvError(f"{cause} (env_errors='raise')")
+        in_a_row = self._failed_at[indices] == self._step_count - 1
+        self._failures_in_a_row[indices] = np.where(in_a_row, self._failures_in_a_row[indices] + 1, 1)
+        self._failed_at[indices] = self._step_count
+        if (self._failures_in_a_row[indices] >= MAX_FAILURES_IN_A_ROW).any():
+            raise EnvError(f"{cause}; it failed {MAX_FAILURES_IN_A_ROW} times in a row, each time on "
+                           "its first step after being recreated, so it is not recreated again")
+        self.num_env_errors += 1 if vector_error is not None else len(indices)
+        guards = guarded_envs(self.env)
+        if guards is None:  # a native vector env: replace all of it
+            self.env.close()
+            self.env = self._make_env()
+            failed = np.ones(self.num_envs, bool)
+            raw, infos = reset_seeded(self.env, [recreated_seed(self.config.seed + i, self.num_env_errors)
+                                                 for i in self.env_indices])
+        else:
+            for j in indices:
+                guards[j].recreate()
+            raw, infos = self.env.reset(options={"reset_mask": failed})
+        fresh = self.preprocess(raw, self.num_envs)
+        again = self._failures(fresh, None, infos)
+        if again is not None:
+            raise EnvError(f"{cause}; its replacement failed too: "
+                           f"{self._describe(int(np.flatnonzero(again)[0]), None, None)}")
+        self._episode_return[failed] = 0.0
+        self._episode_length[failed] = 0
+        return np.where(failed.reshape(-1, *[1] * (obs.ndim - 1)), fresh, obs), failed
 
     def _finish_episodes(self, done: np.ndarray, returns: list[float], lengths: list[int]) -> None:
         returns.extend(self._episode_return[done].tolist())
@@ -144,10 +267,18 @@ class RolloutWorker:
         lengths: list[int] = []
         collected = 0
         pending = np.zeros(self.num_envs, np.int64)  # steps of the unfinished episode, per env
+        episode_start = np.zeros(self.num_envs, np.int64)  # where in `steps` it began, per env
         while True:
-            step = self._step_all(explore=True)
+            step, failed = self._step_all(explore=True)
             steps.append(step)
+            if failed is not None:  # drop the failed envs' unfinished episodes
+                for j in np.flatnonzero(failed):
+                    for earlier in steps[episode_start[j]:]:
+                        earlier["valid"][j] = False
+                pending[failed] = 0
+                episode_start[failed] = len(steps)
             done = self._autoreset
+            episode_start[done] = len(steps)
             self._finish_episodes(done, returns, lengths)
             if complete_episodes:
                 pending += step["valid"]
@@ -188,12 +319,13 @@ class RolloutWorker:
         if filter_stats is not None:
             self.obs_filter.set_stats(filter_stats)
         complete = self.config.batch_mode == "complete_episodes"
+        errors_before = self.num_env_errors
         columns, returns, lengths = self._rollout(complete, num_episodes)
         columns = self.postprocess(columns, self.config)
         valid = columns.pop("valid").T  # [N, T]: env-major keeps each episode contiguous
         batch = Batch({key: np.swapaxes(value, 0, 1)[valid] for key, value in columns.items()})
         return SampleResult(batch, np.asarray(returns, np.float32), np.asarray(lengths, np.int64),
-                            self.obs_filter.pop_delta(), len(batch))
+                            self.obs_filter.pop_delta(), len(batch), self.num_env_errors - errors_before)
 
     def sample_and_apply(self, weights: np.ndarray, filter_stats: RunningStats | None,
                          fn: Callable[[Policy, Batch, AlgorithmConfig], Any],
@@ -230,3 +362,8 @@ class RolloutWorker:
             quota -= done
         self._obs = None  # the next sample() starts from fresh episodes
         return np.asarray(returns), np.asarray(lengths)
+
+
+def _finite(obs: np.ndarray) -> bool:
+    """True unless a float observation holds a NaN or inf (images are uint8: always finite)."""
+    return obs.dtype.kind != "f" or bool(np.isfinite(obs).all())
