@@ -58,6 +58,8 @@ def test_literal_values_are_checked_with_suggestion():
     ({"gamma": 1.5}, r"'gamma' must be in \(0, 1\], got 1.5"),
     ({"minibatch_size": 4096, "train_batch_size": 1024}, r"minibatch_size=4096 is larger than train_batch_size=1024"),
     ({"lr_schedule": [[100, 1e-3], [0, 0.0]]}, r"lr_schedule"),
+    ({"max_worker_restarts": -1}, r"'max_worker_restarts' must be >= 0, got -1"),
+    ({"max_consecutive_skips": 0}, r"'max_consecutive_skips' must be > 0, got 0"),
 ])
 def test_validate_rejects_out_of_range(kwargs, pattern):
     with pytest.raises(ConfigError, match=pattern):
@@ -72,3 +74,15 @@ def test_round_trip_through_dict_and_derived_values():
     assert config.fragment_length == 125  # ceil(1000 / (2 * 4))
     assert PPOConfig().resources(engine="local").resolved_num_workers == 0
     assert PPOConfig().update(num_workers=0).num_sampling_workers == 1
+
+
+def test_fault_tolerance_group_takes_rllib_names():
+    config = PPOConfig().fault_tolerance(restart_failed_env_runners=False, max_num_env_runner_restarts=3,
+                                         env_errors="raise")
+    assert (config.restart_failed_workers, config.max_worker_restarts, config.env_errors) == (False, 3, "raise")
+    assert PPOConfig().fault_tolerance(recreate_failed_workers=False).restart_failed_workers is False
+    with pytest.raises(ConfigError, match=r"'env_errors' must be 'recreate' or 'raise', got 'recreat'; "
+                                          r"did you mean 'recreate'"):
+        PPOConfig().fault_tolerance(env_errors="recreat")
+    with pytest.raises(ConfigError, match=r"'lr' is set with .training\(\), not .fault_tolerance\(\)"):
+        PPOConfig().fault_tolerance(lr=0.1)
