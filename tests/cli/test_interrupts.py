@@ -152,6 +152,8 @@ def test_resume_mistakes_get_one_line_naming_the_path(tmp_path, capsys):
     assert main(["train", *TINY, "--max-iters", "1", "--logdir", str(tmp_path / "runs")]) == 0
     (run_dir,) = (tmp_path / "runs").iterdir()
     assert f"--algo dqn but run '{run_dir}' trains PPO" in error("train", "--resume", str(run_dir), "--algo", "dqn")
+    assert "--resume with mpi_mode='allreduce' is not supported" in error(
+        "train", "--resume", str(run_dir), "--engine", "mpi", "--set", "mpi_mode=allreduce")
 
     checkpoint = run_dir / "checkpoint_000001"
     data = bytearray((checkpoint / TENSORS).read_bytes())
