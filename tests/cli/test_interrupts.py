@@ -31,7 +31,8 @@ def start(*args: str) -> subprocess.Popen:
                             text=True, start_new_session=True)
 
 
-def wait_for(condition, process: subprocess.Popen, what: str, timeout: float = 240) -> None:
+def wait_for(condition, process: subprocess.Popen, what: str, timeout: float = 240,
+             poll: float = 0.05) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         if process.poll() is not None:
@@ -39,7 +40,7 @@ def wait_for(condition, process: subprocess.Popen, what: str, timeout: float = 2
         if time.monotonic() > deadline:
             process.kill()
             pytest.fail(f"no {what} within {timeout} s")
-        time.sleep(0.05)
+        time.sleep(poll)
 
 
 def linked_iteration(run_dir: Path) -> int:
@@ -67,22 +68,28 @@ def session_members(session: int) -> list[psutil.Process]:
 
 
 def test_sigkill_at_random_moments_then_resume(tmp_path):
-    """Five SIGKILLs, each at a random moment of a run that checkpoints every iteration (so
-    many land inside a checkpoint write); after each, the linked checkpoint and every numbered
-    one verify, and --resume continues the same run from the linked one."""
+    """Five SIGKILLs of a run that checkpoints every iteration, each after a random delay; the
+    second and fourth are aimed at a checkpoint write (sent as soon as a hidden temporary
+    checkpoint directory appears). After each, the linked checkpoint and every numbered one
+    verify, and --resume continues the same run from the linked one."""
     rng = random.Random(6)
     logdir = tmp_path / "runs"
     run_dir: Path | None = None
     args = [*TINY, "--checkpoint-freq", "1", "--keep-checkpoints", "3", "--stop-reward", "1e9"]
     hidden = []  # what each kill left half done: shown with pytest -s
-    for _kill in range(5):
+    for kill in range(5):
         resumed_from = linked_iteration(run_dir) if run_dir else 0
         process = start(*args, "--logdir", str(logdir)) if run_dir is None else start("--resume", str(run_dir))
         wait_for(lambda: any(logdir.glob("*/checkpoint")), process, "first checkpoint")
         run_dir = next(logdir.iterdir())
         wait_for(lambda: linked_iteration(run_dir) > resumed_from, process,  # noqa: B023
                  f"a checkpoint after iteration {resumed_from}")
-        time.sleep(rng.uniform(0.0, 0.3))
+        if kill % 2:
+            wait_for(lambda: any(".tmp-" in p.name for p in run_dir.iterdir()), process,  # noqa: B023
+                     "a checkpoint write", poll=0.001)
+            time.sleep(rng.uniform(0.0, 0.002))
+        else:
+            time.sleep(rng.uniform(0.0, 0.3))
         process.send_signal(signal.SIGKILL)
         assert process.wait(timeout=30) == -signal.SIGKILL
 
