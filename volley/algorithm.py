@@ -314,7 +314,10 @@ class Algorithm(ABC):
         from volley.algorithms import get_algorithm_class
 
         _, manifest = read_checkpoint(path)
-        algo_cls = get_algorithm_class(str(manifest.get("algorithm")))
+        try:
+            algo_cls = get_algorithm_class(str(manifest.get("algorithm")))
+        except ConfigError as exc:
+            raise CheckpointError(f"checkpoint '{path}' cannot be loaded: {exc}") from None
         config = algo_cls.config_class.from_dict(manifest["config"]).update(**overrides)
         algo = algo_cls(config)
         try:

@@ -27,6 +27,8 @@ from volley.errors import CheckpointError
 FORMAT_VERSION = 1
 MANIFEST = "volley_checkpoint.json"
 TENSORS = "tensors.safetensors"
+_WRITING = ".tmp-"  # in the names of hidden directories that write_checkpoint makes
+_ASIDE = ".old-"
 
 
 def _sha256(path: Path) -> str:
@@ -37,7 +39,8 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _fsync(path: Path) -> None:
+def fsync(path: Path) -> None:
+    """Flush a file or directory to disk (a directory: so the renames inside it survive a crash)."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -47,12 +50,16 @@ def _fsync(path: Path) -> None:
 
 def write_checkpoint(path: str | os.PathLike, tensors: dict[str, torch.Tensor],
                      manifest: dict[str, Any]) -> Path:
-    """Write ``tensors`` and ``manifest`` (JSON data) to directory ``path``, atomically."""
+    """Write ``tensors`` and ``manifest`` (JSON data) to directory ``path``, atomically.
+
+    Replacing an existing checkpoint sets the old one aside first (one rename), so a
+    crash between the two renames leaves it whole under a hidden name, never half of it.
+    """
     from volley import __version__
 
     dest = Path(path).absolute()
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.tmp-", dir=dest.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}{_WRITING}", dir=dest.parent))
     try:
         tmp.chmod(0o755)  # mkdtemp makes it private; a checkpoint is an ordinary directory
         save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, tmp / TENSORS)
@@ -60,18 +67,41 @@ def write_checkpoint(path: str | os.PathLike, tensors: dict[str, torch.Tensor],
                 "files": {TENSORS: _sha256(tmp / TENSORS)}}
         (tmp / MANIFEST).write_text(json.dumps(full, indent=1))
         for file in (tmp / TENSORS, tmp / MANIFEST, tmp):
-            _fsync(file)
-        if dest.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.old-", dir=dest.parent))
-            os.replace(dest, old / dest.name)
-            os.replace(tmp, dest)
+            fsync(file)
+        old = _set_aside(dest) if dest.exists() else None
+        os.replace(tmp, dest)
+        fsync(dest.parent)
+        if old is not None:
             shutil.rmtree(old)
-        else:
-            os.replace(tmp, dest)
-        _fsync(dest.parent)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return dest
+
+
+def remove_checkpoint(path: str | os.PathLike) -> None:
+    """Delete a checkpoint directory: renamed out of sight first, so a crash in the middle
+    never leaves a half-deleted checkpoint under its own name."""
+    shutil.rmtree(_set_aside(Path(path).absolute()))
+
+
+def remove_leftovers(directory: str | os.PathLike) -> list[Path]:
+    """Delete the hidden directories a killed :func:`write_checkpoint` or
+    :func:`remove_checkpoint` left in ``directory``; returns what it removed.
+
+    Only for a directory no other process is writing checkpoints into at the time.
+    """
+    leftovers = [p for p in Path(directory).glob(".*") if p.is_dir()
+                 and (_WRITING in p.name or _ASIDE in p.name)]
+    for path in leftovers:
+        shutil.rmtree(path, ignore_errors=True)
+    return leftovers
+
+
+def _set_aside(path: Path) -> Path:
+    """Move ``path`` into a new hidden directory beside it; returns that directory."""
+    aside = Path(tempfile.mkdtemp(prefix=f".{path.name}{_ASIDE}", dir=path.parent))
+    os.replace(path, aside / path.name)
+    return aside
 
 
 def read_checkpoint(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:

@@ -60,9 +60,12 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     train = commands.add_parser("train", help="train an agent until a stop criterion")
-    train.add_argument("--algo", default="ppo", help="algorithm (default: ppo)")
-    train.add_argument("--env", default="CartPole-v1", help="Gymnasium id or registered name")
-    train.add_argument("--engine", choices=["ray", "local", "mpi"], default="ray",
+    train.add_argument("--algo", help="algorithm (default: ppo)")
+    train.add_argument("--env", help="Gymnasium id or registered name (default: CartPole-v1)")
+    train.add_argument("--resume", metavar="RUN_DIR",
+                       help="continue that run from its newest checkpoint, in the same directory "
+                       "(its config, stop criteria and checkpoint settings unless given here)")
+    train.add_argument("--engine", choices=["ray", "local", "mpi"],
                        help="where workers run (default: ray; mpi: one worker per rank)")
     train.add_argument("--nprocs", type=_count(1),
                        help="with --engine mpi: start this many ranks under mpiexec")
@@ -74,9 +77,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="stop at this 100-episode mean return (default: the env's reward_threshold)")
     train.add_argument("--max-iters", type=_count(1), help="stop after this many iterations")
     train.add_argument("--max-timesteps", type=_count(1), help="stop after this many env steps")
-    train.add_argument("--logdir", default="runs", help="parent of the run directory (default: runs)")
-    train.add_argument("--checkpoint-freq", type=_count(0), default=10,
+    train.add_argument("--logdir", help="parent of the run directory (default: runs)")
+    train.add_argument("--checkpoint-freq", type=_count(0),
                        help="checkpoint every N iterations, and always at the end (default: 10)")
+    train.add_argument("--keep-checkpoints", type=_count(1),
+                       help="keep the newest N checkpoints of the run (default: 5)")
     train.add_argument("--address", help="join this Ray cluster ('auto', 'host:port')")
     train.add_argument("--num-cpus", type=_count(1), help="CPUs for an embedded Ray cluster")
     train.add_argument("--set", dest="overrides", type=_key_value, action="append", default=[],
@@ -123,7 +128,7 @@ def use_cluster_auth_token() -> None:
 def _train(args: argparse.Namespace) -> int:
     if args.nprocs is not None:
         if args.engine != "mpi":
-            raise ConfigError(f"--nprocs {args.nprocs} needs --engine mpi, got --engine {args.engine}")
+            raise ConfigError(f"--nprocs {args.nprocs} needs --engine mpi, got --engine {args.engine or 'ray'}")
         from volley.engines.mpi_engine import run_under_mpiexec
 
         rest = [a for i, a in enumerate(args.argv) if a != "--nprocs" and not a.startswith("--nprocs=")
@@ -131,42 +136,87 @@ def _train(args: argparse.Namespace) -> int:
         return run_under_mpiexec(args.nprocs, [sys.executable, "-m", "volley", *rest])
     if args.address is not None:
         use_cluster_auth_token()
+    from volley.run import Stop, train_until
+
+    flags = {"engine": args.engine, "num_workers": args.workers, "num_envs_per_worker": args.envs_per_worker,
+             "seed": args.seed, "ray_address": args.address, "num_cpus": args.num_cpus}
+    overrides = {k: v for k, v in flags.items() if v is not None} | dict(args.overrides)
+    algo, run_dir, saved = _resume(args, overrides) if args.resume is not None else _start(args, overrides)
+    try:
+        stop = Stop(**saved.get("stop", {}))
+        for key, value in {"reward": args.stop_reward, "iterations": args.max_iters,
+                           "timesteps": args.max_timesteps}.items():
+            if value is not None:
+                setattr(stop, key, value)
+        config = algo.config
+        print(f"volley: {type(algo).__name__} on {config.env}, engine {config.engine}, "
+              f"{config.resolved_num_workers} worker(s) x {config.num_envs_per_worker} envs, "
+              f"seed {config.seed}")
+        print(f"volley: run directory {run_dir}")
+        if not stop.is_set:
+            print("volley: no stop criterion: training until Ctrl-C")
+        outcome = train_until(
+            algo, stop, run_dir, tensorboard=not args.no_tensorboard,
+            checkpoint_freq=_first(args.checkpoint_freq, saved.get("checkpoint_freq"), 10),
+            keep_checkpoints=_first(args.keep_checkpoints, saved.get("keep_checkpoints"), 5))
+    finally:
+        algo.stop()
+    print(f"volley: stopped ({outcome.reason}) at iteration {algo.iteration}, "
+          f"{algo.timesteps_total} env steps, {outcome.wall_time_s:.1f} s")
+    print(f"volley: checkpoint {outcome.checkpoint}")
+    # a run stopped by a signal exits as shells expect (130 for Ctrl-C, 143 for SIGTERM)
+    return 128 + outcome.signal if outcome.signal else 0
+
+
+def _first(*values: Any) -> Any:
+    return next(v for v in values if v is not None)
+
+
+def _start(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[Any, Path, dict[str, Any]]:
+    """A new run: build the algorithm; the stop reward defaults to the env's reward_threshold."""
     import gymnasium as gym
 
     from volley.algorithms import get_config_class
     from volley.envs import check_env_id
-    from volley.run import Stop, run_dir_name, train_until
+    from volley.run import run_dir_name
 
-    config = get_config_class(args.algo)()
-    flags = {"env": args.env, "engine": args.engine, "num_workers": args.workers,
-             "num_envs_per_worker": args.envs_per_worker, "seed": args.seed,
-             "ray_address": args.address, "num_cpus": args.num_cpus}
-    config.update(**{k: v for k, v in flags.items() if v is not None})
-    config.update(**dict(args.overrides))
+    config = get_config_class(args.algo or "ppo")()
+    config.update(env=args.env or "CartPole-v1", **overrides)
     check_env_id(config.env)
-    stop_reward = args.stop_reward
-    if stop_reward is None and config.env in gym.registry:
-        stop_reward = gym.registry[config.env].reward_threshold
-    stop = Stop(reward=stop_reward, iterations=args.max_iters, timesteps=args.max_timesteps)
-
+    threshold = gym.registry[config.env].reward_threshold if config.env in gym.registry else None
     algo = config.build()
-    try:
-        run_dir = Path(args.logdir) / run_dir_name(algo)
-        workers = config.resolved_num_workers
-        print(f"volley: {type(algo).__name__} on {config.env}, engine {config.engine}, "
-              f"{workers} worker(s) x {config.num_envs_per_worker} envs, seed {config.seed}")
-        print(f"volley: run directory {run_dir}")
-        if not stop.is_set:
-            print("volley: no stop criterion: training until Ctrl-C")
-        outcome = train_until(algo, stop, run_dir, checkpoint_freq=args.checkpoint_freq,
-                              tensorboard=not args.no_tensorboard)
-    finally:
-        algo.stop()
-    result = outcome.result
-    print(f"volley: stopped ({outcome.reason}) at iteration {result.get('training_iteration', 0)}, "
-          f"{result.get('timesteps_total', 0)} env steps, {outcome.wall_time_s:.1f} s")
-    print(f"volley: checkpoint {outcome.checkpoint}")
-    return 0
+    return algo, Path(args.logdir or "runs") / run_dir_name(algo), {"stop": {"reward": threshold}}
+
+
+def _resume(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[Any, Path, dict[str, Any]]:
+    """Continue ``args.resume`` from its newest checkpoint, in the same directory."""
+    from volley.algorithm import Algorithm
+    from volley.algorithms import get_algorithm_class
+    from volley.checkpoint import read_checkpoint
+    from volley.run import latest_checkpoint, rewind, run_settings
+
+    run_dir = Path(args.resume)
+    if args.logdir is not None:
+        raise ConfigError(f"--logdir {args.logdir} and --resume {args.resume} both choose the run "
+                          "directory; give one")
+    checkpoint = latest_checkpoint(run_dir)
+    _, manifest = read_checkpoint(checkpoint)
+    trained = get_algorithm_class(str(manifest.get("algorithm")))
+    if args.algo is not None and get_algorithm_class(args.algo) is not trained:
+        raise ConfigError(f"--algo {args.algo} but run '{run_dir}' trains {trained.__name__}")
+    if args.env is not None and args.env != manifest["config"]["env"]:
+        raise ConfigError(f"--env {args.env} but run '{run_dir}' trains on {manifest['config']['env']}")
+    merged = {**manifest["config"], **overrides}
+    if merged.get("engine") == "mpi" and merged.get("mpi_mode") == "allreduce":
+        # the replicas on ranks other than 0 never return from build(), so only rank 0 would restore
+        raise ConfigError("--resume with mpi_mode='allreduce' is not supported: the replicas would "
+                          "not load the checkpoint; resume with --set mpi_mode=gather")
+    saved = run_settings(run_dir)
+    algo = Algorithm.from_checkpoint(checkpoint, **overrides)
+    rewind(run_dir, algo.iteration)
+    print(f"volley: resuming from {checkpoint} (iteration {algo.iteration}, "
+          f"{algo.timesteps_total} env steps)")
+    return algo, run_dir, saved
 
 
 def _bench(args: argparse.Namespace) -> int:
@@ -209,6 +259,9 @@ def main(argv: list[str] | None = None) -> int:
         if _mpi_rank() == 0:  # every rank hits the same mistake; say it once
             print(f"volley {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # a second Ctrl-C while the final checkpoint was being written
+        print(f"volley {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 def _mpi_rank() -> int:

@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+PROGRESS = "progress.jsonl"
+
 # (header, result key, width, format)
 COLUMNS = [
     ("iter", "training_iteration", 5, "d"),
@@ -51,7 +53,7 @@ class ResultLogger:
         self.writer: Any = None
         if run_dir is not None:
             run_dir.mkdir(parents=True, exist_ok=True)
-            self.progress = open(run_dir / "progress.jsonl", "a")  # noqa: SIM115 (closed in close())
+            self.progress = open(run_dir / PROGRESS, "a")  # noqa: SIM115 (closed in close())
             if tensorboard:
                 from torch.utils.tensorboard import SummaryWriter
                 self.writer = SummaryWriter(str(run_dir))

@@ -1,11 +1,12 @@
 """Checkpoints: atomic, verified, never unpickled."""
 
 import json
+import re
 
 import pytest
 import torch
 
-from volley import CheckpointError, PPOConfig
+from volley import CheckpointError, PGConfig, PPOConfig
 from volley.algorithm import Algorithm
 from volley.checkpoint import MANIFEST, TENSORS, read_checkpoint, write_checkpoint
 
@@ -81,6 +82,20 @@ def test_corrupt_manifest_and_newer_format(trained, tmp_path):
     (copy / MANIFEST).write_text(json.dumps(manifest))
     with pytest.raises(CheckpointError, match=r"format version 99"):
         read_checkpoint(copy)
+
+
+def test_checkpoint_of_another_algorithm(trained, tmp_path):
+    _, path = trained
+    pg = PGConfig().environment("CartPole-v1").resources(engine="local").build()
+    try:
+        with pytest.raises(CheckpointError, match=re.escape(f"checkpoint '{path}' holds a PPO algorithm, not PG")):
+            pg.restore(path)
+    finally:
+        pg.stop()
+    tensors, manifest = _reload(path)
+    write_checkpoint(tmp_path / "copy", tensors, {**manifest, "algorithm": "A2C"})
+    with pytest.raises(CheckpointError, match=r"checkpoint '.*copy' cannot be loaded: unknown algorithm 'A2C'"):
+        Algorithm.from_checkpoint(tmp_path / "copy")
 
 
 def test_overwrite_is_atomic_and_leaves_no_temporaries(trained, tmp_path):
