@@ -17,6 +17,7 @@ import numbers
 import os
 import types
 import typing
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Union
 
@@ -380,8 +381,12 @@ class AlgorithmConfig:
         raise NotImplementedError(f"{type(self).__name__} names no algorithm to build")
 
 
-def reference_markdown(cls: type[AlgorithmConfig]) -> str:
-    """A markdown table of every key of ``cls`` (docs/configuration.md is generated from it)."""
+def reference_markdown(cls: type[AlgorithmConfig], keys: Collection[str] | None = None,
+                       heading: str = "##") -> str:
+    """A markdown table of the keys of ``cls`` (all, or only ``keys``), then ModelConfig's.
+
+    docs/configuration.md and the algorithm pages under docs/algorithms/ are generated from it.
+    """
 
     def default_of(f: dataclasses.Field) -> str:
         if f.default_factory is not dataclasses.MISSING:
@@ -392,16 +397,19 @@ def reference_markdown(cls: type[AlgorithmConfig]) -> str:
     aliases: dict[str, list[str]] = {}
     for alias, name in cls.ALIASES.items():
         aliases.setdefault(name, []).append(alias)
-    lines = [f"## {cls.__name__}", "", "| key | type | default | set with | meaning |",
+    lines = [f"{heading} {cls.__name__}", "", "| key | type | default | set with | meaning |",
              "| --- | --- | --- | --- | --- |"]
     for name, (spec, hint) in cls.field_specs().items():
+        if keys is not None and name not in keys:
+            continue
         also = f" (also {', '.join(f'`{a}`' for a in aliases[name])})" if name in aliases else ""
         lines.append(f"| `{name}`{also} | {_type_name(hint)} | {default_of(spec)} | "
                      f"`.{spec.metadata['group']}()` | {spec.metadata['help']} |")
-    lines += ["", "### model (ModelConfig)", "", "| key | type | default | meaning |",
+    lines += ["", f"{heading}# model (ModelConfig)", "", "| key | type | default | meaning |",
               "| --- | --- | --- | --- |"]
     hints = typing.get_type_hints(ModelConfig)
+    model = cls().model  # this algorithm's model defaults (PG's differ)
     for spec in dataclasses.fields(ModelConfig):
-        lines.append(f"| `{spec.name}` | {_type_name(hints[spec.name])} | {default_of(spec)} | "
+        lines.append(f"| `{spec.name}` | {_type_name(hints[spec.name])} | `{getattr(model, spec.name)!r}` | "
                      f"{spec.metadata['help']} |")
     return "\n".join(lines) + "\n"
