@@ -55,6 +55,10 @@ def train_layout(args: argparse.Namespace, workers: int, envs: int) -> dict[str,
         start = time.perf_counter()
         for _ in range(args.iters):
             result = algo.train()
+            if result["training_iteration"] % 10 == 0:  # a sign of life on long runs
+                print(f"  {workers}x{envs} iteration {result['training_iteration']}: "
+                      f"{result['timesteps_total']} steps, mean return {result['episode_reward_mean']:.3f}",
+                      flush=True)
         seconds = time.perf_counter() - start
         evaluation = algo.evaluate(args.eval_episodes)
     finally:
