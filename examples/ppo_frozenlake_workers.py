@@ -12,7 +12,8 @@ FrozenLake-v1's default map is 4x4 and slippery: the agent moves in the intended
 direction only a third of the time, so the best policy reaches the goal in about 74%
 of episodes (within the 100-step limit) and a random one in about 1.5%. The tutorial's
 PPO defaults (gamma 0.99) settle near 50%: the safe paths are long, and a goal 40
-steps away is worth too little. Gamma 0.995 with an entropy bonus reaches about 70%.
+steps away is worth too little. Gamma 0.995 with an entropy bonus: 76% after 75
+iterations (2x2, 146,908 steps, seed 0, 500 evaluation episodes).
 
     python examples/ppo_frozenlake_workers.py                  # small: 3 iterations per layout
     python examples/ppo_frozenlake_workers.py --iters 75       # the full run, ~150k steps each
