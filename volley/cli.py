@@ -9,18 +9,35 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
 from volley.errors import ConfigError, VolleyError
 
+# What str.splitlines() breaks at, written out as escapes so an error stays on one line
+_ESCAPED_BREAKS = {ord(c): c.encode("unicode_escape").decode()
+                   for c in "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"}
+
+
+def one_line(message: str) -> str:
+    """A message with its line breaks escaped (``\\n``): a user's argument may hold one."""
+    return message.translate(_ESCAPED_BREAKS)
+
 
 class _Parser(argparse.ArgumentParser):
     """argparse, but an error is one line (no usage dump) and exit status 2."""
 
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
+        """As argparse, but unrecognized arguments are quoted, so an empty one still shows."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(shlex.quote(a) for a in extras)}")
+        return parsed
+
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+        self.exit(2, f"{self.prog}: error: {one_line(message)} (see '{self.prog} --help')\n")
 
 
 def _count(minimum: int) -> Any:
@@ -184,8 +201,13 @@ def _start(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[Any, Pa
     config.update(env=args.env or "CartPole-v1", **overrides)
     check_env_id(config.env)
     threshold = gym.registry[config.env].reward_threshold if config.env in gym.registry else None
+    logdir = args.logdir or "runs"
+    try:  # before the workers start, so a bad path costs nothing
+        Path(logdir).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"--logdir '{logdir}' cannot be created: {exc.strerror or exc}") from None
     algo = config.build()
-    return algo, Path(args.logdir or "runs") / run_dir_name(algo), {"stop": {"reward": threshold}}
+    return algo, Path(logdir) / run_dir_name(algo), {"stop": {"reward": threshold}}
 
 
 def _resume(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[Any, Path, dict[str, Any]]:
@@ -257,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
         return commands[args.command](args)
     except VolleyError as exc:
         if _mpi_rank() == 0:  # every rank hits the same mistake; say it once
-            print(f"volley {args.command}: error: {exc}", file=sys.stderr)
+            print(f"volley {args.command}: error: {one_line(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # a second Ctrl-C while the final checkpoint was being written
         print(f"volley {args.command}: interrupted", file=sys.stderr)

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import math
+import numbers
 import os
 import types
 import typing
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Union
 
@@ -63,11 +66,29 @@ def _type_name(hint: Any) -> str:
     return getattr(hint, "__name__", str(hint))
 
 
+def shown(value: Any, limit: int = 80) -> str:
+    """``repr(value)``, cut to ``limit`` characters so one error message stays one paragraph."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _is_json_data(value: Any) -> bool:
+    """True when ``value`` survives a JSON round trip unchanged (checkpoints store the config as JSON)."""
+    try:
+        return bool(json.loads(json.dumps(value, allow_nan=False)) == value)
+    except (TypeError, ValueError, RecursionError):
+        return False
+
+
 def _coerce(key: str, value: Any, hint: Any) -> Any:
-    """Return ``value`` as type ``hint`` (an int is a valid float), or raise a ConfigError naming it."""
+    """Return ``value`` as type ``hint`` (an int is a valid float), or raise a ConfigError naming it.
+
+    numpy numbers count as numbers (values often come from numpy sweeps); floats must
+    be finite, since NaN slips through every range check (``nan <= 0`` is False).
+    """
     origin = typing.get_origin(hint)
     args = typing.get_args(hint)
-    bad = ConfigError(f"config key '{key}' must be {_type_name(hint)}, got {value!r} "
+    bad = ConfigError(f"config key '{key}' must be {_type_name(hint)}, got {shown(value)} "
                       f"({type(value).__name__})")
     if origin in (Union, types.UnionType):
         for arg in args:
@@ -77,10 +98,11 @@ def _coerce(key: str, value: Any, hint: Any) -> Any:
                 continue
         raise bad
     if origin is Literal:
-        if value in args:
-            return value
+        for arg in args:  # compare like with like: 1 == True, and numpy arrays compare elementwise
+            if type(value) is type(arg) and value == arg:
+                return value
         hint_text = did_you_mean(str(value), [str(a) for a in args])
-        raise ConfigError(f"config key '{key}' must be {_type_name(hint)}, got {value!r}{hint_text}")
+        raise ConfigError(f"config key '{key}' must be {_type_name(hint)}, got {shown(value)}{hint_text}")
     if hint is type(None):
         if value is None:
             return None
@@ -90,14 +112,19 @@ def _coerce(key: str, value: Any, hint: Any) -> Any:
             return value
         raise bad
     if hint is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if isinstance(value, float) and value.is_integer() and math.isfinite(value):
+        if isinstance(value, numbers.Integral) and not isinstance(value, bool):
             return int(value)
+        if isinstance(value, numbers.Real) and math.isfinite(value) and float(value).is_integer():
+            return int(float(value))
         raise bad
     if hint is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
+        if isinstance(value, numbers.Real) and not isinstance(value, bool):
+            try:
+                number = float(value)
+            except OverflowError:  # an int beyond the float range
+                raise bad from None
+            if math.isfinite(number):
+                return number
         raise bad
     if hint is str:
         if isinstance(value, str):
@@ -111,7 +138,10 @@ def _coerce(key: str, value: Any, hint: Any) -> Any:
     if origin is dict or hint is dict:
         if not isinstance(value, dict):
             raise bad
-        return dict(value)
+        if not _is_json_data(value):
+            raise ConfigError(f"config key '{key}' must hold JSON data (str keys; numbers, strings, "
+                              f"lists, dicts; checkpoints save it), got {shown(value)}")
+        return copy.deepcopy(value)
     if dataclasses.is_dataclass(hint):
         return value
     raise TypeError(f"unsupported config type {hint!r} for '{key}'")  # a bug in volley, not user input
@@ -229,7 +259,7 @@ class AlgorithmConfig:
 
     def framework(self, framework: str = "torch") -> typing.Self:
         """Choose the framework; only ``"torch"`` exists."""
-        return self._update_group("framework", {"framework_str": framework})
+        return self._update_group("framework", {"framework": framework})
 
     def debugging(self, **kwargs: Any) -> typing.Self:
         """Set ``seed``."""
@@ -266,11 +296,11 @@ class AlgorithmConfig:
             name = self.ALIASES.get(key, key)
             if name not in specs:
                 known = list(specs) + list(self.ALIASES)
-                raise ConfigError(f"unknown config key '{key}' for {type(self).__name__}"
+                raise ConfigError(f"unknown config key {key!r} for {type(self).__name__}"
                                   f"{did_you_mean(key, known)}")
             spec, hint = specs[name]
             if group is not None and spec.metadata["group"] != group:
-                raise ConfigError(f"config key '{key}' is set with .{spec.metadata['group']}(), "
+                raise ConfigError(f"config key {key!r} is set with .{spec.metadata['group']}(), "
                                   f"not .{group}()")
             if name == "model":
                 setattr(self, name, self._merge_model(value))
@@ -279,15 +309,15 @@ class AlgorithmConfig:
         return self
 
     def _merge_model(self, value: Any) -> ModelConfig:
-        if isinstance(value, ModelConfig):
-            return copy.deepcopy(value)
+        if isinstance(value, ModelConfig):  # checked key by key like a dict
+            value = {f.name: getattr(value, f.name) for f in dataclasses.fields(ModelConfig)}
         if not isinstance(value, dict):
-            raise ConfigError(f"config key 'model' must be a dict, got {value!r}")
+            raise ConfigError(f"config key 'model' must be a dict, got {shown(value)}")
         model = copy.deepcopy(self.model)
         hints = typing.get_type_hints(ModelConfig)
         for key, item in value.items():
             if key not in hints:
-                raise ConfigError(f"unknown model key '{key}'{did_you_mean(key, hints)}")
+                raise ConfigError(f"unknown model key {key!r}{did_you_mean(str(key), hints)}")
             setattr(model, key, _coerce(f"model.{key}", item, hints[key]))
         return model
 
@@ -344,11 +374,13 @@ class AlgorithmConfig:
             raise ConfigError(f"config key 'max_worker_restarts' must be >= 0, got {self.max_worker_restarts!r}")
         if not 0.0 < self.gamma <= 1.0:
             raise ConfigError(f"config key 'gamma' must be in (0, 1], got {self.gamma!r}")
+        if not 0 <= self.seed < 2**31:  # seed + env index must fit every seeding API (torch, ALE)
+            raise ConfigError(f"config key 'seed' must be in [0, 2**31), got {self.seed!r}")
         if self.num_gpus < 0:
             raise ConfigError(f"config key 'num_gpus' must be >= 0, got {self.num_gpus!r}")
         if self.lr_schedule is not None:
-            steps = [point[0] for point in self.lr_schedule]
-            if any(len(point) != 2 for point in self.lr_schedule) or steps != sorted(steps):
+            steps = [point[0] for point in self.lr_schedule if len(point) == 2]
+            if len(steps) != len(self.lr_schedule) or steps != sorted(steps):
                 raise ConfigError("config key 'lr_schedule' must be [[timestep, lr], ...] with "
                                   f"increasing timesteps, got {self.lr_schedule!r}")
         for i, width in enumerate(self.model.fcnet_hiddens):
@@ -377,8 +409,12 @@ class AlgorithmConfig:
         raise NotImplementedError(f"{type(self).__name__} names no algorithm to build")
 
 
-def reference_markdown(cls: type[AlgorithmConfig]) -> str:
-    """A markdown table of every key of ``cls`` (docs/configuration.md is generated from it)."""
+def reference_markdown(cls: type[AlgorithmConfig], keys: Collection[str] | None = None,
+                       heading: str = "##") -> str:
+    """A markdown table of the keys of ``cls`` (all, or only ``keys``), then ModelConfig's.
+
+    docs/configuration.md and the algorithm pages under docs/algorithms/ are generated from it.
+    """
 
     def default_of(f: dataclasses.Field) -> str:
         if f.default_factory is not dataclasses.MISSING:
@@ -389,16 +425,19 @@ def reference_markdown(cls: type[AlgorithmConfig]) -> str:
     aliases: dict[str, list[str]] = {}
     for alias, name in cls.ALIASES.items():
         aliases.setdefault(name, []).append(alias)
-    lines = [f"## {cls.__name__}", "", "| key | type | default | set with | meaning |",
+    lines = [f"{heading} {cls.__name__}", "", "| key | type | default | set with | meaning |",
              "| --- | --- | --- | --- | --- |"]
     for name, (spec, hint) in cls.field_specs().items():
+        if keys is not None and name not in keys:
+            continue
         also = f" (also {', '.join(f'`{a}`' for a in aliases[name])})" if name in aliases else ""
         lines.append(f"| `{name}`{also} | {_type_name(hint)} | {default_of(spec)} | "
                      f"`.{spec.metadata['group']}()` | {spec.metadata['help']} |")
-    lines += ["", "### model (ModelConfig)", "", "| key | type | default | meaning |",
+    lines += ["", f"{heading}# model (ModelConfig)", "", "| key | type | default | meaning |",
               "| --- | --- | --- | --- |"]
     hints = typing.get_type_hints(ModelConfig)
+    model = cls().model  # this algorithm's model defaults (PG's differ)
     for spec in dataclasses.fields(ModelConfig):
-        lines.append(f"| `{spec.name}` | {_type_name(hints[spec.name])} | {default_of(spec)} | "
+        lines.append(f"| `{spec.name}` | {_type_name(hints[spec.name])} | `{getattr(model, spec.name)!r}` | "
                      f"{spec.metadata['help']} |")
     return "\n".join(lines) + "\n"

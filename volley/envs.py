@@ -18,7 +18,7 @@ from typing import Any, cast
 import gymnasium as gym
 import numpy as np
 
-from volley.errors import EnvError, did_you_mean
+from volley.errors import EnvError, VolleyError, did_you_mean
 
 EnvCreator = Callable[[dict], gym.Env]
 
@@ -141,10 +141,18 @@ def _atari_vector_env(env: str, num_envs: int, preprocessing: str, env_config: d
 
 def _checked_creator(name: str, creator: EnvCreator, env_config: dict) -> Callable[[], gym.Env]:
     def make() -> gym.Env:
-        made = creator(env_config)
+        try:
+            made = creator(env_config)
+        except VolleyError:
+            raise
+        except Exception as exc:  # the user's creator: name it, keep the cause for Python users
+            raise EnvError(f"the creator registered as '{name}' failed with env_config {env_config!r}: "
+                           f"{type(exc).__name__}: {exc}") from exc
         if not isinstance(made, gym.Env):
-            raise EnvError(f"the creator registered as '{name}' returned {type(made).__name__}, "
-                           "not a gymnasium.Env")
+            shown = repr(made)
+            shown = shown if len(shown) <= 80 else shown[:77] + "..."
+            raise EnvError(f"the creator registered as '{name}' returned {type(made).__name__} "
+                           f"{shown}, not a gymnasium.Env")
         return made
     return make
 

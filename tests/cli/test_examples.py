@@ -41,3 +41,16 @@ def test_ppo_humanoid_mpi_runs_on_two_ranks():
     assert out.returncode == 0, out.stderr[-3000:]
     lines = [line for line in out.stdout.splitlines() if line.startswith("iteration")]
     assert len(lines) == 1 and "over 2 ranks" in lines[0]  # printed once, by rank 0
+
+
+def test_ppo_frozenlake_times_both_layouts():
+    out = run_example("ppo_frozenlake_workers.py", "--iters", "1", "--batch-steps", "256",
+                      "--eval-episodes", "5")
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = re.findall(r"^(\d) worker\(s\) x (\d) env\(s\): 1 iterations, (\d+) steps in [\d.]+ s \((\d+) "
+                      r"steps/s\); mean return [\d.]+, evaluation success ([\d.]+) \(5 episodes\)$",
+                      out.stdout, re.M)
+    assert [(w, e) for w, e, *_ in rows] == [("1", "1"), ("2", "2")], out.stdout
+    assert all(200 <= int(steps) <= 256 for _, _, steps, _, _ in rows)  # one batch each (minus dropped steps)
+    assert all(0.0 <= float(success) <= 1.0 for *_, success in rows)
+    assert re.search(r"^2x2 vs 1x1: [\d.]+x faster, [\d.]+x the steps/s$", out.stdout, re.M), out.stdout

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -62,10 +63,37 @@ def ship_by_value(env_creator: EnvCreator | None) -> None:
         ray.cloudpickle.register_pickle_by_value(module)
 
 
+PROBE_TIMEOUT_S = 5.0
+
+
+def probe_ray_address(address: str) -> None:
+    """Raise a ConfigError naming ``address`` unless something accepts TCP connections there.
+
+    ``ray.init`` keeps retrying an address nobody listens on for about a minute before
+    it gives up; one short connection attempt says the same in seconds. ``"auto"`` and
+    ``"local"`` name no port, so they are left to Ray.
+    """
+    if address in ("auto", "local"):
+        return
+    host, sep, port_text = address.removeprefix("ray://").rpartition(":")
+    host = host.strip("[]")  # an IPv6 literal: [::1]:6379
+    if not sep or not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise ConfigError(f"ray_address={address!r} is not 'auto', 'host:port' or 'ray://host:port'")
+    try:
+        with socket.create_connection((host, int(port_text)), timeout=PROBE_TIMEOUT_S):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"nothing answers at ray_address={address!r} ({exc}); start a cluster "
+                          "there with `ray start --head`, or leave ray_address unset to start "
+                          "one in this process") from None
+
+
 def init_ray(config: AlgorithmConfig) -> bool:
     """Start or join a Ray cluster unless Ray is already up; True if this call started it."""
     if ray.is_initialized():
         return False
+    if config.ray_address is not None:
+        probe_ray_address(config.ray_address)
     kwargs: dict[str, Any] = {"include_dashboard": False, "logging_level": logging.WARNING,
                               "configure_logging": True}
     if config.ray_address is None:
