@@ -133,6 +133,7 @@ class AlgorithmConfig:
         "num_envs_per_env_runner": "num_envs_per_worker",
         "evaluation_num_episodes": "evaluation_duration",
         "framework": "framework_str",
+        "create_env_on_local_worker": "create_env_on_driver",
     }
     algo_name: ClassVar[str] = ""
 
@@ -153,6 +154,9 @@ class AlgorithmConfig:
         "auto", "rollouts", "steps per environment per sample; 'auto' divides train_batch_size evenly")
     batch_mode: Literal["truncate_episodes", "complete_episodes"] = option(
         "truncate_episodes", "rollouts", "fixed-length fragments, or whole episodes only")
+    create_env_on_driver: bool = option(
+        False, "rollouts", "build the driver's environment (algo.env, used by evaluate()) at build "
+        "time, so a broken environment fails early")
 
     engine: Literal["local", "ray", "mpi"] = option(
         "ray", "resources", "where workers run: 'local' in this process, 'ray' as Ray actors, "

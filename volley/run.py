@@ -46,6 +46,14 @@ class Stop:
             return f"reached {self.timesteps} timesteps"
         return None
 
+    def fraction(self, result: dict[str, Any]) -> float | None:
+        """How far ``result`` is towards the nearest iteration or timestep limit (None: no
+        such limit; a reward target says nothing about the time left)."""
+        parts = [result[key] / limit for key, limit in (("training_iteration", self.iterations),
+                                                        ("timesteps_total", self.timesteps))
+                 if limit is not None]
+        return max(parts) if parts else None
+
     @property
     def is_set(self) -> bool:
         return any(v is not None for v in (self.reward, self.iterations, self.timesteps))
@@ -87,7 +95,7 @@ def train_until(algo: Algorithm, stop: Stop, run_dir: Path | None = None,
                 out: TextIO = sys.stdout) -> Outcome:
     """Train until ``stop`` (or Ctrl-C), then write a final checkpoint if ``run_dir`` is set."""
     start = time.perf_counter()
-    logger = ResultLogger(run_dir, tensorboard=tensorboard, out=out)
+    logger = ResultLogger(run_dir, tensorboard=tensorboard, out=out, fraction=stop.fraction)
     if run_dir is not None:
         (run_dir / "params.json").write_text(json.dumps(
             {"algorithm": type(algo).__name__, "config": algo.config.to_dict()}, indent=1))
