@@ -13,7 +13,7 @@ from test_cli import volley
 
 from volley import PPOConfig
 from volley.algorithm import Algorithm
-from volley.tune import trainable
+from volley.tune import search_space, trainable
 
 TINY = {"env": "CartPole-v1", "train_batch_size": 128, "minibatch_size": 64, "num_envs_per_worker": 2}
 
@@ -97,3 +97,14 @@ def test_asha_stops_the_worse_trials_at_the_first_rung(ray_session, tmp_path):
     results = tuner.fit()
     iterations = {r.config["lr"]: r.metrics["training_iteration"] for r in results}
     assert iterations == {1e-3: 4, 1e-4: 1, 1e-5: 1}
+
+
+def test_search_space_grid_and_random_keys():
+    space = search_space(PPOConfig, [("num_sgd_iter", [5, 10])], [("gamma", [0.9, 0.99])],
+                         [("lr", [1e-5, 1e-3])])
+    assert space["num_sgd_iter"] == {"grid_search": [5, 10]}
+    assert (space["gamma"].lower, space["gamma"].upper) == (0.9, 0.99)
+    assert (space["lr"].lower, space["lr"].upper) == (1e-5, 1e-3)
+    samples = [space["lr"].sample() for _ in range(200)]
+    assert all(1e-5 <= s <= 1e-3 for s in samples)
+    assert sum(s < 1e-4 for s in samples) > 60  # log-uniform: half the draws below the geometric middle
