@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import re
 
+import gymnasium as gym
 import imageio.v2 as imageio
 import numpy as np
 import pytest
 from PIL import Image, ImageSequence
 from test_cli import volley
 
-from volley import PPOConfig
+from volley import PPOConfig, register_env
 from volley.algorithm import EVAL_SEED_OFFSET
 from volley.envs import SingleEnv
 from volley.errors import ConfigError
@@ -115,3 +116,20 @@ def test_observation_image_takes_the_newest_frame_of_a_stack():
     image = _observation_image(stack)
     assert image.shape == (4, 5, 3) and (image == 3).all()
     assert _observation_image(np.zeros(4, np.float32)) is None
+
+
+@pytest.mark.parametrize(("env", "mujoco_gl", "reason"), [
+    ("plain-cartpole", None, "no rgb_array render and its observations Box"),
+    ("Humanoid-v5", "glfw", "MuJoCo renders headless with MUJOCO_GL=egl"),  # glfw needs a display
+])
+def test_unrenderable_env_ends_recording_with_a_one_line_reason(monkeypatch, env, mujoco_gl, reason):
+    register_env("plain-cartpole", lambda _: gym.make("CartPole-v1"))  # made without render_mode
+    if mujoco_gl is not None:
+        monkeypatch.setenv("MUJOCO_GL", mujoco_gl)
+    config = PPOConfig().update(env=env, engine="local", num_workers=0, num_envs_per_worker=1)
+    with config.build() as algo:
+        recorder = FrameRecorder(algo.driver_worker(), env)
+        stats = algo.evaluate(1, before_step=recorder)
+    assert stats["episodes"] == 1  # evaluation went on without frames
+    assert recorder.frames == []
+    assert reason in recorder.failure and "\n" not in recorder.failure
