@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, ClassVar
 
+import gymnasium as gym
 import numpy as np
 import torch
 from torch import nn
@@ -29,7 +30,7 @@ from volley.checkpoint import (
 )
 from volley.config import AlgorithmConfig
 from volley.engines import make_worker_group
-from volley.envs import check_env_id, registered_creator
+from volley.envs import SingleEnv, check_env_id, registered_creator
 from volley.errors import CheckpointError, ConfigError, TrainingError
 from volley.models import ActorCritic, Policy, build_policy
 from volley.rollout.batch import Batch
@@ -76,11 +77,13 @@ class Algorithm(ABC):
         self._returns_this_iter: list[float] = []
         self._recent_returns: deque[float] = deque(maxlen=config.metrics_num_episodes_for_smoothing)
         self._recent_lengths: deque[int] = deque(maxlen=config.metrics_num_episodes_for_smoothing)
-        self._eval_worker: RolloutWorker | None = None
+        self._driver_worker: RolloutWorker | None = None
         self._sample_time = 0.0
         self._steps_this_iter = 0
         self.setup()
         self.workers.serve(self)
+        if config.create_env_on_driver:
+            self.driver_worker()  # now, so a broken environment fails at build time
 
     # -- what each algorithm writes ------------------------------------------------------------
 
@@ -233,20 +236,42 @@ class Algorithm(ABC):
 
     # -- using the policy ------------------------------------------------------------------
 
-    def evaluate(self, num_episodes: int | None = None) -> dict[str, float]:
-        """Play episodes with the most likely action (no exploration) on this process.
+    def driver_worker(self) -> RolloutWorker:
+        """The driver's own worker: one environment, seeded apart from training ones.
+
+        It is the single mechanism behind ``evaluate()``, ``algo.env`` and evaluation
+        videos; built on first use, or at build time with ``create_env_on_driver``.
+        Gymnasium ids are made with ``render_mode="rgb_array"`` (drawing only on ``render()``).
+        """
+        if self._driver_worker is None:
+            self._driver_worker = RolloutWorker(
+                self.config, 0, type(self).postprocess, registered_creator(self.config.env),
+                num_envs=1, seed_offset=EVAL_SEED_OFFSET, render_mode="rgb_array")
+        return self._driver_worker
+
+    @property
+    def env(self) -> gym.Env:
+        """The driver's environment, to step with ``compute_single_action`` (as in RLlib).
+
+        Its observations are the workers' (same wrappers), so they fit the policy.
+        """
+        if not self.config.create_env_on_driver:
+            raise ConfigError("algo.env needs create_env_on_driver=True, e.g. "
+                              "config.rollouts(create_env_on_driver=True)")
+        return SingleEnv(self.driver_worker().env)
+
+    def evaluate(self, num_episodes: int | None = None,
+                 before_step: Callable[[], None] | None = None) -> dict[str, float]:
+        """Play episodes one after another with the most likely action (no exploration) on the
+        driver's environment.
 
         Returns ``episode_reward_mean``, ``episode_reward_std``, ``episode_len_mean`` and
-        ``episodes``. Evaluation environments are seeded apart from training ones.
+        ``episodes``. ``before_step`` is called before every episode step (videos grab
+        their frames there).
         """
         episodes = num_episodes or self.config.evaluation_duration
-        if self._eval_worker is None:
-            self._eval_worker = RolloutWorker(
-                self.config, 0, type(self).postprocess, registered_creator(self.config.env),
-                num_envs=min(episodes, self.config.num_envs_per_worker),
-                seed_offset=EVAL_SEED_OFFSET)
-        returns, lengths = self._eval_worker.evaluate(
-            self.policy.get_flat_weights(), self.filter_stats, episodes)
+        returns, lengths = self.driver_worker().evaluate(
+            self.policy.get_flat_weights(), self.filter_stats, episodes, before_step)
         return {"episode_reward_mean": float(returns.mean()), "episode_reward_std": float(returns.std()),
                 "episode_len_mean": float(lengths.mean()), "episodes": len(returns)}
 
@@ -330,9 +355,9 @@ class Algorithm(ABC):
     def stop(self) -> None:
         """Shut down every worker (and Ray, if this algorithm started it)."""
         self.workers.stop()
-        if self._eval_worker is not None:
-            self._eval_worker.env.close()
-            self._eval_worker = None
+        if self._driver_worker is not None:
+            self._driver_worker.env.close()
+            self._driver_worker = None
 
     def __enter__(self) -> Algorithm:
         return self

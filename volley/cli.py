@@ -1,4 +1,4 @@
-"""The ``volley`` command: ``volley train`` and ``volley evaluate``.
+"""The ``volley`` command: ``volley train | tune | evaluate | plot | bench``.
 
 User mistakes (a bad flag, an unknown environment, a corrupt checkpoint) print one
 line and exit with status 2; a traceback means a bug in volley.
@@ -11,10 +11,11 @@ import json
 import os
 import shlex
 import sys
+import time
 from pathlib import Path
 from typing import Any, NoReturn
 
-from volley.errors import ConfigError, VolleyError
+from volley.errors import ConfigError, VolleyError, WorkerError
 
 # What str.splitlines() breaks at, written out as escapes so an error stays on one line
 _ESCAPED_BREAKS = {ord(c): c.encode("unicode_escape").decode()
@@ -72,38 +73,72 @@ def _key_value(text: str) -> tuple[str, Any]:
         return key, raw  # a bare string such as env=Pendulum-v1
 
 
+def _values(text: str) -> tuple[str, list[Any]]:
+    """``KEY=V1,V2,...``: each value parsed as in ``--set`` (commas inside [] or {} stay)."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key or not raw:
+        raise argparse.ArgumentTypeError(f"expected KEY=V1,V2,..., got '{text}'")
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(raw + ","):
+        depth += (char in "[{") - (char in "]}")
+        if char == "," and depth == 0:
+            parts.append(raw[start:i])
+            start = i + 1
+    return key, [_key_value(f"{key}={part}")[1] for part in parts]
+
+
+def _add_run_flags(command: argparse.ArgumentParser, workers_default: str) -> None:
+    """Flags ``volley train`` and ``volley tune`` share (defaults None where a resumed run keeps
+    its own setting unless the flag is given)."""
+    command.add_argument("--algo", help="algorithm (default: ppo)")
+    command.add_argument("--env", help="Gymnasium id or registered name (default: CartPole-v1)")
+    command.add_argument("--workers", type=_count(0), help=f"rollout workers (default: {workers_default}; "
+                         "0 samples in this process)")
+    command.add_argument("--envs-per-worker", type=_count(1), help="environments per worker")
+    command.add_argument("--seed", type=int, help="random seed (default: 0)")
+    command.add_argument("--stop-reward", type=float,
+                         help="stop at this 100-episode mean return (default: the env's reward_threshold)")
+    command.add_argument("--max-iters", type=_count(1), help="stop after this many iterations")
+    command.add_argument("--max-timesteps", type=_count(1), help="stop after this many env steps")
+    command.add_argument("--logdir", help="parent of the run directory (default: runs)")
+    command.add_argument("--checkpoint-freq", type=_count(0),
+                         help="checkpoint every N iterations, and always at the end (default: 10)")
+    command.add_argument("--address", help="join this Ray cluster ('auto', 'host:port')")
+    command.add_argument("--num-cpus", type=_count(1), help="CPUs for an embedded Ray cluster")
+    command.add_argument("--set", dest="overrides", type=_key_value, action="append", default=[],
+                         metavar="KEY=VALUE", help="any config key, e.g. --set lr=1e-3 (repeatable)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="volley", description="Train RL agents with parallel rollout workers.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     train = commands.add_parser("train", help="train an agent until a stop criterion")
-    train.add_argument("--algo", help="algorithm (default: ppo)")
-    train.add_argument("--env", help="Gymnasium id or registered name (default: CartPole-v1)")
+    _add_run_flags(train, "CPU count")
     train.add_argument("--resume", metavar="RUN_DIR",
                        help="continue that run from its newest checkpoint, in the same directory "
                        "(its config, stop criteria and checkpoint settings unless given here)")
+    train.add_argument("--keep-checkpoints", type=_count(1),
+                       help="keep the newest N checkpoints of the run (default: 5)")
     train.add_argument("--engine", choices=["ray", "local", "mpi"],
                        help="where workers run (default: ray; mpi: one worker per rank)")
     train.add_argument("--nprocs", type=_count(1),
                        help="with --engine mpi: start this many ranks under mpiexec")
-    train.add_argument("--workers", type=_count(0), help="rollout workers (default: CPU count; "
-                       "0 samples in this process)")
-    train.add_argument("--envs-per-worker", type=_count(1), help="environments per worker")
-    train.add_argument("--seed", type=int, help="random seed (default: 0)")
-    train.add_argument("--stop-reward", type=float,
-                       help="stop at this 100-episode mean return (default: the env's reward_threshold)")
-    train.add_argument("--max-iters", type=_count(1), help="stop after this many iterations")
-    train.add_argument("--max-timesteps", type=_count(1), help="stop after this many env steps")
-    train.add_argument("--logdir", help="parent of the run directory (default: runs)")
-    train.add_argument("--checkpoint-freq", type=_count(0),
-                       help="checkpoint every N iterations, and always at the end (default: 10)")
-    train.add_argument("--keep-checkpoints", type=_count(1),
-                       help="keep the newest N checkpoints of the run (default: 5)")
-    train.add_argument("--address", help="join this Ray cluster ('auto', 'host:port')")
-    train.add_argument("--num-cpus", type=_count(1), help="CPUs for an embedded Ray cluster")
-    train.add_argument("--set", dest="overrides", type=_key_value, action="append", default=[],
-                       metavar="KEY=VALUE", help="any config key, e.g. --set lr=1e-3 (repeatable)")
     train.add_argument("--no-tensorboard", action="store_true", help="skip TensorBoard event files")
+
+    sweep = commands.add_parser("tune", help="a hyperparameter sweep on Ray Tune, trials in parallel")
+    _add_run_flags(sweep, "0 per trial")
+    sweep.add_argument("--grid", type=_values, action="append", default=[], metavar="KEY=V1,V2",
+                       help="grid-search a config key over these values (repeatable)")
+    sweep.add_argument("--uniform", type=_values, action="append", default=[], metavar="KEY=LO,HI",
+                       help="sample a config key uniformly in [LO, HI] (repeatable)")
+    sweep.add_argument("--loguniform", type=_values, action="append", default=[], metavar="KEY=LO,HI",
+                       help="sample a config key log-uniformly in [LO, HI] (repeatable)")
+    sweep.add_argument("--samples", type=_count(1), default=1,
+                       help="repeat the grid this many times, drawing the random keys anew (default: 1)")
+    sweep.add_argument("--asha", action="store_true",
+                       help="stop poor trials early with Tune's ASHA scheduler (needs --max-iters)")
+    sweep.add_argument("--name", help="experiment directory under --logdir (default: algo_env_time)")
 
     bench = commands.add_parser("bench", help="measurements")
     bench_kinds = bench.add_subparsers(dest="bench", required=True, parser_class=_Parser)
@@ -124,6 +159,12 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate = commands.add_parser("evaluate", help="play episodes with a checkpoint's policy")
     evaluate.add_argument("checkpoint", help="checkpoint directory (a run's 'checkpoint' link works)")
     evaluate.add_argument("--episodes", type=_count(1), default=10, help="episodes (default: 10)")
+    evaluate.add_argument("--video", metavar="PATH",
+                          help="also write the episodes as a video (.mp4 or .gif)")
+
+    plot = commands.add_parser("plot", help="learning curves of runs (progress.jsonl) as an image")
+    plot.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run or Tune trial directories")
+    plot.add_argument("-o", "--output", default="curves.png", help="image file (default: curves.png)")
     return parser
 
 
@@ -151,20 +192,12 @@ def _train(args: argparse.Namespace) -> int:
         rest = [a for i, a in enumerate(args.argv) if a != "--nprocs" and not a.startswith("--nprocs=")
                 and (i == 0 or args.argv[i - 1] != "--nprocs")]
         return run_under_mpiexec(args.nprocs, [sys.executable, "-m", "volley", *rest])
-    if args.address is not None:
-        use_cluster_auth_token()
-    from volley.run import Stop, train_until
+    from volley.run import train_until
 
-    flags = {"engine": args.engine, "num_workers": args.workers, "num_envs_per_worker": args.envs_per_worker,
-             "seed": args.seed, "ray_address": args.address, "num_cpus": args.num_cpus}
-    overrides = {k: v for k, v in flags.items() if v is not None} | dict(args.overrides)
+    overrides = _overrides(args, engine=args.engine, num_workers=args.workers)
     algo, run_dir, saved = _resume(args, overrides) if args.resume is not None else _start(args, overrides)
     try:
-        stop = Stop(**saved.get("stop", {}))
-        for key, value in {"reward": args.stop_reward, "iterations": args.max_iters,
-                           "timesteps": args.max_timesteps}.items():
-            if value is not None:
-                setattr(stop, key, value)
+        stop = _stop(args, saved.get("stop", {}))
         config = algo.config
         print(f"volley: {type(algo).__name__} on {config.env}, engine {config.engine}, "
               f"{config.resolved_num_workers} worker(s) x {config.num_envs_per_worker} envs, "
@@ -185,29 +218,59 @@ def _train(args: argparse.Namespace) -> int:
     return 128 + outcome.signal if outcome.signal else 0
 
 
+def _overrides(args: argparse.Namespace, **flags: Any) -> dict[str, Any]:
+    """Config keys given by the run flags, then by ``--set`` (which wins)."""
+    flags |= {"num_envs_per_worker": args.envs_per_worker, "seed": args.seed,
+              "ray_address": args.address, "num_cpus": args.num_cpus}
+    return {k: v for k, v in flags.items() if v is not None} | dict(args.overrides)
+
+
+def _new_config(args: argparse.Namespace, overrides: dict[str, Any]) -> Any:
+    """A new run's config: ``--algo`` (default PPO), ``--env`` (default CartPole-v1), then the rest."""
+    from volley.algorithms import get_config_class
+    from volley.envs import check_env_id
+
+    config = get_config_class(args.algo or "ppo")()
+    config.update(**{"env": args.env or "CartPole-v1", **overrides})
+    check_env_id(config.env)
+    return config
+
+
+def _stop(args: argparse.Namespace, saved: dict[str, Any]) -> Any:
+    """Stop criteria: the flags given, else ``saved`` (a resumed run's, or the env's threshold)."""
+    from volley.run import Stop
+
+    stop = Stop(**saved)
+    for key, value in {"reward": args.stop_reward, "iterations": args.max_iters,
+                       "timesteps": args.max_timesteps}.items():
+        if value is not None:
+            setattr(stop, key, value)
+    return stop
+
+
+def _reward_threshold(env: str) -> float | None:
+    """The env's registered ``reward_threshold`` (CartPole-v1: 475), the default stop reward."""
+    import gymnasium as gym
+
+    return gym.registry[env].reward_threshold if env in gym.registry else None
+
+
 def _first(*values: Any) -> Any:
     return next(v for v in values if v is not None)
 
 
 def _start(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[Any, Path, dict[str, Any]]:
     """A new run: build the algorithm; the stop reward defaults to the env's reward_threshold."""
-    import gymnasium as gym
-
-    from volley.algorithms import get_config_class
-    from volley.envs import check_env_id
     from volley.run import run_dir_name
 
-    config = get_config_class(args.algo or "ppo")()
-    config.update(env=args.env or "CartPole-v1", **overrides)
-    check_env_id(config.env)
-    threshold = gym.registry[config.env].reward_threshold if config.env in gym.registry else None
+    config = _new_config(args, overrides)
     logdir = args.logdir or "runs"
     try:  # before the workers start, so a bad path costs nothing
         Path(logdir).mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ConfigError(f"--logdir '{logdir}' cannot be created: {exc.strerror or exc}") from None
     algo = config.build()
-    return algo, Path(logdir) / run_dir_name(algo), {"stop": {"reward": threshold}}
+    return algo, Path(logdir) / run_dir_name(algo), {"stop": {"reward": _reward_threshold(config.env)}}
 
 
 def _resume(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[Any, Path, dict[str, Any]]:
@@ -241,6 +304,63 @@ def _resume(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[Any, P
     return algo, run_dir, saved
 
 
+def _tune(args: argparse.Namespace) -> int:
+    workers = args.workers if args.workers is not None else 0
+    config = _new_config(args, _overrides(args, num_workers=workers))
+    stop = _stop(args, {"reward": _reward_threshold(config.env)})
+    if not stop.is_set:
+        raise ConfigError("volley tune needs a stop criterion: --stop-reward, --max-iters or "
+                          "--max-timesteps (the env has no reward_threshold)")
+    if args.asha and args.max_iters is None:
+        raise ConfigError("--asha needs --max-iters (the longest a trial may run)")
+    from ray.tune.schedulers import ASHAScheduler
+
+    from volley.engines.ray_engine import init_ray
+    from volley.tune import METRIC, search_space, sweep
+
+    space = search_space(type(config), args.grid, args.uniform, args.loguniform)
+    if not space:
+        raise ConfigError("nothing to search: give --grid KEY=V1,V2 (or --uniform/--loguniform)")
+    name = args.name or f"{config.algo_name}_{config.env.replace('/', '-')}_{time.strftime('%Y%m%d-%H%M%S')}"
+    started = init_ray(config)
+    try:
+        scheduler = ASHAScheduler(max_t=args.max_iters) if args.asha else None
+        results = sweep(config, space, samples=args.samples, stop=stop,
+                        storage=Path(args.logdir or "runs"), name=name,
+                        checkpoint_freq=_first(args.checkpoint_freq, 10),
+                        scheduler=scheduler)
+    finally:
+        if started:
+            import ray
+            ray.shutdown()
+    trials = [results[i] for i in range(len(results))]
+    finished = [r for r in trials if r.metrics and r.error is None]
+    for failed in (r for r in trials if r.error is not None):
+        print(f"volley: trial {failed.path} failed: {str(failed.error).strip().splitlines()[-1]}")
+    if not finished:
+        raise WorkerError(f"all {len(results)} trials failed")
+    best = max(finished, key=lambda r: _finite((r.metrics or {})[METRIC]))
+    metrics, params = best.metrics or {}, best.config or {}
+    chosen = ", ".join(f"{key}={params[key]!r}" for key in space)
+    print(f"volley: {len(finished)} of {len(trials)} trials finished; best "
+          f"{METRIC} {metrics[METRIC]:.2f} with {chosen}")
+    print(f"volley: best trial {best.path}")
+    if best.checkpoint is not None:
+        print(f"volley: best checkpoint {best.checkpoint.path}")
+    return 0
+
+
+def _finite(value: float) -> float:
+    return value if value == value else -float("inf")  # NaN: no episode ended yet
+
+
+def _plot(args: argparse.Namespace) -> int:
+    from volley.plot import save_plot
+
+    print(f"volley: {len(args.run_dirs)} run(s) plotted to {save_plot(args.run_dirs, args.output)}")
+    return 0
+
+
 def _bench(args: argparse.Namespace) -> int:
     from volley.algorithms import get_config_class
     from volley.bench import speedup, table
@@ -258,15 +378,25 @@ def _bench(args: argparse.Namespace) -> int:
 
 def _evaluate(args: argparse.Namespace) -> int:
     from volley.algorithm import Algorithm
+    from volley.video import FrameRecorder, check_video_path, write_video
 
+    video = check_video_path(args.video) if args.video else None
     algo = Algorithm.from_checkpoint(args.checkpoint, engine="local", num_workers=0)
     try:
-        stats = algo.evaluate(args.episodes)
+        recorder = FrameRecorder(algo.driver_worker(), algo.config.env) if video else None
+        stats = algo.evaluate(args.episodes, before_step=recorder)
     finally:
         algo.stop()
     print(f"volley: {stats['episodes']} episodes of {algo.config.env}: return "
           f"{stats['episode_reward_mean']:.2f} +/- {stats['episode_reward_std']:.2f}, "
           f"length {stats['episode_len_mean']:.1f}")
+    if recorder is not None and video is not None:
+        if recorder.failure is not None:
+            print(f"volley evaluate: cannot render {algo.config.env} ({recorder.failure}); "
+                  "no video written", file=sys.stderr)
+        else:
+            write_video(recorder.frames, video, recorder.fps)
+            print(f"volley: video of {len(recorder.frames)} frames written to {video}")
     return 0
 
 
@@ -275,7 +405,10 @@ def main(argv: list[str] | None = None) -> int:
     args.argv = sys.argv[1:] if argv is None else argv
     os.environ.setdefault("RAY_DEDUP_LOGS", "1")
     try:
-        commands = {"train": _train, "bench": _bench, "evaluate": _evaluate}
+        if getattr(args, "address", None) is not None:
+            use_cluster_auth_token()  # before anything imports Ray
+        commands = {"train": _train, "tune": _tune, "bench": _bench, "evaluate": _evaluate,
+                    "plot": _plot}
         return commands[args.command](args)
     except VolleyError as exc:
         if _mpi_rank() == 0:  # every rank hits the same mistake; say it once

@@ -168,6 +168,7 @@ class AlgorithmConfig:
         "recreate_failed_env_runners": "restart_failed_workers",
         "max_num_worker_restarts": "max_worker_restarts",
         "max_num_env_runner_restarts": "max_worker_restarts",
+        "create_env_on_local_worker": "create_env_on_driver",
     }
     algo_name: ClassVar[str] = ""
 
@@ -188,6 +189,9 @@ class AlgorithmConfig:
         "auto", "rollouts", "steps per environment per sample; 'auto' divides train_batch_size evenly")
     batch_mode: Literal["truncate_episodes", "complete_episodes"] = option(
         "truncate_episodes", "rollouts", "fixed-length fragments, or whole episodes only")
+    create_env_on_driver: bool = option(
+        False, "rollouts", "build the driver's environment (algo.env, used by evaluate()) at build "
+        "time, so a broken environment fails early")
 
     engine: Literal["local", "ray", "mpi"] = option(
         "ray", "resources", "where workers run: 'local' in this process, 'ray' as Ray actors, "

@@ -222,12 +222,14 @@ def guarded_envs(vec: gym.vector.VectorEnv) -> list[GuardedEnv] | None:
 
 
 def make_vector_env(env: str, num_envs: int, *, env_config: dict | None = None,
-                    creator: EnvCreator | None = None, atari_preprocessing: str = "deepmind"
-                    ) -> gym.vector.VectorEnv:
+                    creator: EnvCreator | None = None, atari_preprocessing: str = "deepmind",
+                    render_mode: str | None = None) -> gym.vector.VectorEnv:
     """``num_envs`` copies of ``env`` stepped as one vector (autoreset on the step after an end).
 
     ``creator`` is a registered creator passed along explicitly, because the
     registry of the process that called ``register_env`` is not the worker's.
+    ``render_mode`` goes to Gymnasium ids (a creator chooses its own; ale-py's vector
+    Atari does not render).
     """
     env_config = dict(env_config or {})
     creator = creator or _CREATORS.get(env)
@@ -235,14 +237,17 @@ def make_vector_env(env: str, num_envs: int, *, env_config: dict | None = None,
         return _guarded_vector(_checked_creator(env, creator, env_config), num_envs)
     check_env_id(env)
     spec = gym.registry[env]
+    render: dict[str, Any] = {"render_mode": render_mode} if render_mode is not None else {}
     if env.startswith("ALE/") and spec.kwargs.get("obs_type", "rgb") != "ram":
         if atari_preprocessing == "karpathy":
-            return _guarded_vector(lambda: KarpathyPong(gym.make(env, **env_config)), num_envs)
+            return _guarded_vector(lambda: KarpathyPong(gym.make(env, **render, **env_config)),
+                                   num_envs)
         return _atari_vector_env(env, num_envs, atari_preprocessing, env_config)
     try:
         if spec.vector_entry_point is None:
-            return _guarded_vector(lambda: gym.make(env, **env_config), num_envs)
-        return gym.make_vec(env, num_envs=num_envs, vectorization_mode="vector_entry_point", **env_config)
+            return _guarded_vector(lambda: gym.make(env, **render, **env_config), num_envs)
+        return gym.make_vec(env, num_envs=num_envs, vectorization_mode="vector_entry_point", **render,
+                            **env_config)
     except TypeError as exc:
         raise EnvError(f"environment '{env}' rejected env_config {env_config!r}: {exc}") from None
 
@@ -257,3 +262,41 @@ def reset_seeded(vec: gym.vector.VectorEnv, seeds: list[int]) -> Any:
     if type(vec).__name__ == "AtariVectorEnv":
         return cast(Any, vec).reset(seed=np.asarray(seeds, np.int64))
     return vec.reset(seed=seeds[0])
+
+
+class SingleEnv(gym.Env):
+    """One environment seen through a vector of one.
+
+    The driver's environment (``algo.env``) is built exactly as the workers' are (same
+    wrappers, ale-py's vector Atari included), so its observations fit the policy;
+    this view gives it the plain ``reset``/``step`` of a single ``gymnasium.Env`` for
+    stepping with ``compute_single_action``.
+    """
+
+    def __init__(self, vec: gym.vector.VectorEnv) -> None:
+        self.vec = vec
+        self.observation_space = vec.single_observation_space
+        self.action_space = vec.single_action_space
+        self.metadata = vec.metadata
+        self.render_mode = vec.render_mode
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
+        obs, info = self.vec.reset(seed=seed, options=options)
+        return _first(obs), info
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
+        obs, rewards, terminated, truncated, info = self.vec.step(np.asarray([action]))
+        return _first(obs), float(rewards[0]), bool(terminated[0]), bool(truncated[0]), info
+
+    def render(self) -> Any:
+        frames = self.vec.render()
+        return None if frames is None else frames[0]
+
+
+def _first(obs: Any) -> Any:
+    """Environment 0's part of a vector observation."""
+    if isinstance(obs, dict):
+        return {k: _first(v) for k, v in obs.items()}
+    if isinstance(obs, tuple):
+        return tuple(_first(v) for v in obs)
+    return obs[0]

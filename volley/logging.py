@@ -1,10 +1,16 @@
-"""Result logging: a console table row per iteration, ``progress.jsonl`` and TensorBoard events."""
+"""Result logging: a console table row per iteration, ``progress.jsonl`` and TensorBoard events.
+
+On a terminal, a progress bar with the time left sits under the table when the run
+has a stop criterion to measure against; logs and CI get the plain rows only.
+"""
 
 from __future__ import annotations
 
 import json
 import math
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -41,13 +47,63 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
-class ResultLogger:
-    """Writes each result dict to the console, ``progress.jsonl`` and (optionally) TensorBoard."""
+def _duration(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
-    def __init__(self, run_dir: Path | None, tensorboard: bool = True, out: TextIO = sys.stdout,
-                 header_every: int = 25) -> None:
+
+class ProgressBar:
+    """One line under the table, redrawn in place: the fraction done, elapsed time and ETA.
+
+    ``fraction(result)`` says how far a result is towards the stop criterion (None: unknown).
+    """
+
+    WIDTH = 30
+
+    def __init__(self, out: TextIO, fraction: Callable[[dict[str, Any]], float | None]) -> None:
+        self.out = out
+        self.fraction = fraction
+        self.start = time.monotonic()
+        self.shown = False
+
+    def line(self, result: dict[str, Any], elapsed: float) -> str | None:
+        done = self.fraction(result)
+        if done is None:
+            return None
+        done = min(max(done, 0.0), 1.0)
+        filled = round(done * self.WIDTH)
+        eta = _duration(elapsed * (1 - done) / done) if done > 0 else "?"
+        return (f"[{'#' * filled}{'.' * (self.WIDTH - filled)}] {done:4.0%}  "
+                f"{_duration(elapsed)} elapsed, ETA {eta}")
+
+    def draw(self, result: dict[str, Any]) -> None:
+        text = self.line(result, time.monotonic() - self.start)
+        if text is not None:
+            self.out.write(text)
+            self.out.flush()
+            self.shown = True
+
+    def clear(self) -> None:
+        if self.shown:
+            self.out.write("\r\033[K")
+            self.shown = False
+
+
+class ResultLogger:
+    """Writes each result dict to the console, ``progress.jsonl`` and (optionally) TensorBoard.
+
+    ``out=None`` writes no console rows (Tune trials, whose driver prints its own table);
+    ``fraction`` adds a progress bar when ``out`` is a terminal.
+    """
+
+    def __init__(self, run_dir: Path | None, tensorboard: bool = True, out: TextIO | None = sys.stdout,
+                 header_every: int = 25,
+                 fraction: Callable[[dict[str, Any]], float | None] | None = None) -> None:
         self.out = out
         self.header_every = header_every
+        self.bar = (ProgressBar(out, fraction)
+                    if out is not None and fraction is not None and out.isatty() else None)
         self.rows = 0
         self.progress: TextIO | None = None
         self.writer: Any = None
@@ -65,9 +121,14 @@ class ResultLogger:
         return " ".join(_cell(result.get(key), width, fmt) for _, key, width, fmt in COLUMNS)
 
     def log(self, result: dict[str, Any]) -> None:
-        if self.rows % self.header_every == 0:
-            print(self.header(), file=self.out)
-        print(self.row(result), file=self.out, flush=True)
+        if self.out is not None:
+            if self.bar is not None:
+                self.bar.clear()
+            if self.rows % self.header_every == 0:
+                print(self.header(), file=self.out)
+            print(self.row(result), file=self.out, flush=True)
+            if self.bar is not None:
+                self.bar.draw(result)
         self.rows += 1
         if self.progress is not None:
             self.progress.write(json.dumps({k: _json_safe(v) for k, v in result.items()}) + "\n")
@@ -80,6 +141,8 @@ class ResultLogger:
             self.writer.flush()
 
     def close(self) -> None:
+        if self.bar is not None:
+            self.bar.clear()
         if self.progress is not None:
             self.progress.close()
         if self.writer is not None:

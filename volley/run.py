@@ -57,6 +57,14 @@ class Stop:
             return f"reached {self.timesteps} timesteps"
         return None
 
+    def fraction(self, result: dict[str, Any]) -> float | None:
+        """How far ``result`` is towards the nearest iteration or timestep limit (None: no
+        such limit; a reward target says nothing about the time left)."""
+        parts = [result[key] / limit for key, limit in (("training_iteration", self.iterations),
+                                                        ("timesteps_total", self.timesteps))
+                 if limit is not None]
+        return max(parts) if parts else None
+
     @property
     def is_set(self) -> bool:
         return any(v is not None for v in (self.reward, self.iterations, self.timesteps))
@@ -210,7 +218,7 @@ def train_until(algo: Algorithm, stop: Stop, run_dir: Path | None = None,
     the last completed iteration (an interrupted update may have taken some of its steps).
     """
     start = time.perf_counter()
-    logger = ResultLogger(run_dir, tensorboard=tensorboard, out=out)
+    logger = ResultLogger(run_dir, tensorboard=tensorboard, out=out, fraction=stop.fraction)
     if run_dir is not None:
         settings = {"stop": asdict(stop), "checkpoint_freq": checkpoint_freq,
                     "keep_checkpoints": keep_checkpoints}

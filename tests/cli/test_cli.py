@@ -25,6 +25,16 @@ def volley(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
     (["train", "--set", "lr=fast"], "config key 'lr' must be float, got 'fast'"),
     (["train", "--algo", "ppp"], "unknown algorithm 'ppp'; did you mean 'ppo'?"),
     (["evaluate", "no/such/checkpoint"], "no checkpoint at 'no/such/checkpoint'"),
+    (["evaluate", "no/such/checkpoint", "--video", "out.avi"], "unsupported video extension '.avi'"),
+    (["plot", "no/such/run"], "no run directory 'no/such/run'"),
+    (["plot", ".", "-o", "curves.bmp"], "unsupported plot extension '.bmp'"),
+    (["tune", "--grid", "lrr=1e-3,3e-4", "--max-iters", "1"],
+     "unknown config key 'lrr' for PPOConfig; did you mean 'lr'?"),
+    (["tune", "--grid", "lr", "--max-iters", "1"], "expected KEY=V1,V2,..., got 'lr'"),
+    (["tune", "--grid", "lr=fast,1e-3", "--max-iters", "1"], "config key 'lr' must be float, got 'fast'"),
+    (["tune", "--loguniform", "lr=0,1e-3", "--max-iters", "1"], "two numbers LO,HI with 0 < LO < HI"),
+    (["tune", "--max-iters", "1"], "nothing to search"),
+    (["tune", "--grid", "lr=1e-3", "--asha", "--stop-reward", "100"], "--asha needs --max-iters"),
 ])
 def test_user_mistakes_get_one_line_and_exit_2(args, message):
     out = volley(*args)

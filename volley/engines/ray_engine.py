@@ -3,7 +3,8 @@
 Ray starts an embedded local cluster unless ``ray_address`` names one to join
 (``ray start --head`` prints it). Actors are placed with the ``SPREAD`` strategy so
 a multi-node cluster shares the sampling, and arrays sent to all workers (the
-weights) are put into the object store once per call.
+weights) are put into the object store once per call. Inside a placement group (a
+Ray Tune trial's) Ray is already up and the actors go into that group instead.
 
 A worker whose actor dies (killed, its process gone, its node removed) is replaced
 by a new actor (``restart_failed_workers``, at most ``max_worker_restarts`` times a
@@ -113,6 +114,23 @@ def init_ray(config: AlgorithmConfig) -> bool:
 RESTART_TIMEOUT_S = 120.0
 
 
+def _placement() -> tuple[Any, float, str]:
+    """Where worker actors go, the CPUs free for them there, and its name for errors.
+
+    In a placement group (a Tune trial reserves one bundle for itself and one per
+    worker) the actors must use it: an explicit ``SPREAD`` would place them outside
+    and wait for CPUs the trials already hold. Elsewhere, ``SPREAD`` over the cluster.
+    """
+    group = ray.util.get_current_placement_group()
+    if group is None:
+        return "SPREAD", ray.cluster_resources().get("CPU", 0.0), "the Ray cluster"
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    held = ray.get_runtime_context().get_assigned_resources().get("CPU", 0.0)
+    free = sum(bundle.get("CPU", 0.0) for bundle in group.bundle_specs) - held
+    return PlacementGroupSchedulingStrategy(group), free, "this placement group (Tune trial)"
+
+
 class RayWorkerGroup(WorkerGroup):
     """``num_workers`` Ray actors, each hosting one :class:`RolloutWorker`."""
 
@@ -122,16 +140,17 @@ class RayWorkerGroup(WorkerGroup):
         self.config = config
         self.num_workers = config.resolved_num_workers
         needed = self.num_workers * config.num_cpus_per_worker
-        available = ray.cluster_resources().get("CPU", 0.0)
+        strategy, available, where = _placement()
         if needed > available:
             self.stop()
             raise ConfigError(
-                f"num_workers={self.num_workers} needs {needed:g} CPUs but the Ray cluster has "
+                f"num_workers={self.num_workers} needs {needed:g} CPUs but {where} has "
                 f"{available:g}; lower num_workers or num_cpus_per_worker")
         ship_by_value(env_creator)
         self._host: Any = ray.remote(num_cpus=config.num_cpus_per_worker)(_WorkerHost)
+        self._strategy = strategy
         self._worker_args = (postprocess, env_creator)
-        self.actors: list[Any] = [self._host.options(scheduling_strategy="SPREAD").remote()
+        self.actors: list[Any] = [self._host.options(scheduling_strategy=strategy).remote()
                                   for _ in range(self.num_workers)]
         for index, ref in enumerate([self._build(i, actor) for i, actor in enumerate(self.actors)]):
             try:
@@ -180,7 +199,7 @@ class RayWorkerGroup(WorkerGroup):
             raise WorkerError(f"{died}; not replaced: max_worker_restarts={self.config.max_worker_restarts} "
                               f"replacements were made already")
         ray.kill(self.actors[index])
-        actor = self._host.options(scheduling_strategy="SPREAD").remote()
+        actor = self._host.options(scheduling_strategy=self._strategy).remote()
         try:
             self._get(index, self._build(index, actor), timeout=RESTART_TIMEOUT_S)
         except (ray.exceptions.GetTimeoutError, ray.exceptions.RayActorError) as exc:

@@ -83,12 +83,13 @@ class RolloutWorker:
 
     def __init__(self, config: AlgorithmConfig, worker_index: int, postprocess: Postprocess,
                  env_creator: EnvCreator | None = None, num_envs: int | None = None,
-                 seed_offset: int = 0) -> None:
+                 seed_offset: int = 0, render_mode: str | None = None) -> None:
         self.config = config
         self.worker_index = worker_index
         self.postprocess = postprocess
         self.num_envs = num_envs or config.num_envs_per_worker
         self.env_creator = env_creator
+        self.render_mode = render_mode
         self.env = self._make_env()
         first = seed_offset + worker_index * self.num_envs
         self.env_indices = list(range(first, first + self.num_envs))
@@ -111,7 +112,14 @@ class RolloutWorker:
     def _make_env(self) -> gym.vector.VectorEnv:
         return make_vector_env(self.config.env, self.num_envs, env_config=self.config.env_config,
                                creator=self.env_creator,
-                               atari_preprocessing=self.config.atari_preprocessing)
+                               atari_preprocessing=self.config.atari_preprocessing,
+                               render_mode=self.render_mode)
+
+    @property
+    def observations(self) -> np.ndarray | None:
+        """What the next step acts on: preprocessed, unfiltered, ``[N, *obs_shape]`` (None
+        before the first reset). Images are the raw uint8 frames."""
+        return self._obs
 
     def spaces(self) -> tuple[gym.Space, gym.Space]:
         """Observation and action space of one environment."""
@@ -341,11 +349,14 @@ class RolloutWorker:
         return out, result
 
     def evaluate(self, weights: np.ndarray, filter_stats: RunningStats | None,
-                 num_episodes: int) -> tuple[np.ndarray, np.ndarray]:
+                 num_episodes: int, before_step: Callable[[], None] | None = None
+                 ) -> tuple[np.ndarray, np.ndarray]:
         """Play ``num_episodes`` with the policy's most likely action; returns and lengths.
 
         Episodes are split evenly across environments before they start, so short
         episodes are not over-represented (as in SB3's evaluate_policy).
+        ``before_step`` is called before every step environment 0 takes in an episode
+        (not on its reset steps), so a video gets one frame per episode step.
         """
         self.policy.set_flat_weights(weights)
         if filter_stats is not None:
@@ -356,6 +367,8 @@ class RolloutWorker:
         returns: list[float] = []
         lengths: list[int] = []
         while quota.sum() > 0:
+            if before_step is not None and not self._autoreset[0] and quota[0] > 0:
+                before_step()
             self._step_all(explore=False)
             done = self._autoreset & (quota > 0)
             self._finish_episodes(done, returns, lengths)

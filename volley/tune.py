@@ -1,0 +1,140 @@
+"""Hyperparameter sweeps on Ray Tune: a volley algorithm as a Tune ``Trainable``.
+
+Tune does the searching, scheduling and early stopping; this module only makes a
+volley run a trial::
+
+    from ray import tune
+    from volley.tune import trainable
+
+    tuner = tune.Tuner(trainable("ppo"),
+                       param_space={"env": "CartPole-v1", "lr": tune.grid_search([1e-3, 3e-4])},
+                       tune_config=tune.TuneConfig(metric="episode_reward_mean", mode="max",
+                                                   scheduler=tune.schedulers.ASHAScheduler()),
+                       run_config=tune.RunConfig(stop={"training_iteration": 50}))
+    best = tuner.fit().get_best_result()
+
+``param_space`` holds config keys. Each trial asks for one CPU for itself plus
+``num_cpus_per_worker`` per Ray rollout worker, as one placement group, so Tune runs
+only as many trials at once as the cluster's CPUs hold; the trial's worker actors
+are placed inside its group (volley does not start Ray there). ``num_workers="auto"``
+means 0 in a trial: it samples in its own process. Each trial's directory gets a
+``progress.jsonl`` (``volley plot`` reads it) and volley checkpoints (JSON and
+safetensors, never pickle), which ``volley evaluate`` and ``Algorithm.from_checkpoint`` load.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+from ray import tune
+
+from volley.algorithm import Algorithm
+from volley.algorithms import get_config_class
+from volley.config import AlgorithmConfig
+from volley.errors import ConfigError
+from volley.logging import ResultLogger
+
+METRIC = "episode_reward_mean"
+
+
+class VolleyTrainable(tune.Trainable):
+    """A Tune Trainable training one volley algorithm; made by :func:`trainable`."""
+
+    base_config: ClassVar[dict[str, Any]]
+    config_class: ClassVar[type[AlgorithmConfig]]
+
+    @classmethod
+    def algorithm_config(cls, params: dict[str, Any]) -> AlgorithmConfig:
+        """The base config with a trial's ``params`` (config keys) applied."""
+        config = cls.config_class.from_dict(cls.base_config).update(**params)
+        if config.engine == "mpi":
+            raise ConfigError("engine='mpi' cannot run inside a Tune trial; use 'ray' or 'local'")
+        if config.num_workers == "auto":  # every CPU per trial would leave room for one trial
+            config.update(num_workers=0)
+        return config
+
+    @classmethod
+    def default_resource_request(cls, config: dict[str, Any]) -> tune.PlacementGroupFactory:
+        """One bundle for the trial (the learner), one per Ray rollout worker."""
+        algo_config = cls.algorithm_config(config)
+        remote = algo_config.resolved_num_workers if algo_config.engine == "ray" else 0
+        return tune.PlacementGroupFactory(
+            [{"CPU": 1.0}] + [{"CPU": algo_config.num_cpus_per_worker}] * remote)
+
+    def setup(self, config: dict[str, Any]) -> None:
+        self.algo: Algorithm = self.algorithm_config(config).build()
+        self.logger = ResultLogger(Path(self.trial_dir), tensorboard=False, out=None)
+
+    @property
+    def trial_dir(self) -> str:
+        """Where Tune keeps this trial's results and checkpoints (its own directory in tests
+        that build a Trainable outside Tune)."""
+        storage = getattr(self, "_storage", None)
+        return storage.trial_fs_path if storage is not None else self.logdir
+
+    def step(self) -> dict[str, Any]:
+        result = self.algo.train()
+        self.logger.log(result)
+        return result
+
+    def save_checkpoint(self, checkpoint_dir: str) -> None:
+        self.algo.save(checkpoint_dir)
+
+    def load_checkpoint(self, checkpoint: str) -> None:  # type: ignore[override]
+        self.algo.restore(checkpoint)
+
+    def cleanup(self) -> None:
+        self.logger.close()
+        self.algo.stop()
+
+
+def trainable(algo: str | AlgorithmConfig) -> type[VolleyTrainable]:
+    """A Trainable class for an algorithm name (``"ppo"``) or a config to start from."""
+    base = get_config_class(algo)() if isinstance(algo, str) else algo.copy()
+    name = f"Volley{type(base).__name__.removesuffix('Config')}"
+    return type(name, (VolleyTrainable,), {"base_config": base.to_dict(),
+                                           "config_class": type(base)})
+
+
+def search_space(config_class: type[AlgorithmConfig], grid: list[tuple[str, list[Any]]],
+                 uniform: list[tuple[str, list[Any]]], loguniform: list[tuple[str, list[Any]]]
+                 ) -> dict[str, Any]:
+    """Tune's ``param_space`` from ``--grid KEY=V1,V2`` and ``--uniform/--loguniform KEY=LO,HI``.
+
+    Every key and value is checked against the config class first, so a typo is one
+    error naming it (with a did-you-mean), not a sweep of failing trials.
+    """
+    space: dict[str, Any] = {}
+    for flag, pairs in (("grid", grid), ("uniform", uniform), ("loguniform", loguniform)):
+        for key, values in pairs:
+            if key in space:
+                raise ConfigError(f"config key '{key}' is searched twice (--{flag} {key}=...)")
+            for value in values:
+                config_class().update(**{key: value})
+            if flag == "grid":
+                space[key] = tune.grid_search(values)
+                continue
+            if len(values) != 2 or not all(isinstance(v, (int, float)) for v in values) \
+                    or not values[0] < values[1] or (flag == "loguniform" and values[0] <= 0):
+                raise ConfigError(f"--{flag} {key}= needs two numbers LO,HI with "
+                                  f"{'0 < ' if flag == 'loguniform' else ''}LO < HI, got {values!r}")
+            space[key] = (tune.uniform if flag == "uniform" else tune.loguniform)(*values)
+    return space
+
+
+def sweep(config: AlgorithmConfig, space: dict[str, Any], *, samples: int,
+          stop: Any, storage: Path, name: str, checkpoint_freq: int,
+          scheduler: Any = None) -> tune.ResultGrid:
+    """Run the trials (``samples`` repeats of the grid) until each meets ``stop``
+    (a :class:`volley.run.Stop`); Tune prints the live trial table."""
+    tuner = tune.Tuner(
+        trainable(config), param_space=space,
+        tune_config=tune.TuneConfig(metric=METRIC, mode="max", num_samples=samples,
+                                    scheduler=scheduler),
+        run_config=tune.RunConfig(
+            name=name, verbose=1, storage_path=str(storage.absolute()),
+            stop=lambda _trial_id, result: stop.reason(result) is not None,
+            checkpoint_config=tune.CheckpointConfig(checkpoint_frequency=checkpoint_freq,
+                                                    checkpoint_at_end=True)))
+    return tuner.fit()
