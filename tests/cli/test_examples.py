@@ -41,3 +41,11 @@ def test_ppo_humanoid_mpi_runs_on_two_ranks():
     assert out.returncode == 0, out.stderr[-3000:]
     lines = [line for line in out.stdout.splitlines() if line.startswith("iteration")]
     assert len(lines) == 1 and "over 2 ranks" in lines[0]  # printed once, by rank 0
+
+
+def test_dqn_cartpole_async_prints_progress():
+    out = run_example("dqn_cartpole_async.py", "--iters", "2")
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = [line for line in out.stdout.splitlines() if line.startswith("iteration")]
+    assert len(lines) == 2 and lines[1].startswith("iteration 2: return ")
+    assert re.search(r"\d+ learner updates, replay \d+, .* 0 restarts", lines[1])
