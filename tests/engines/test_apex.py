@@ -52,9 +52,9 @@ def small(**training) -> ApexDQNConfig:
     return (ApexDQNConfig().environment("CartPole-v1")
             .rollouts(num_workers=2, num_envs_per_worker=2, rollout_fragment_length=16)
             .training(learning_starts=64, minibatch_size=16, weight_sync_interval=64,
-                      min_time_s_per_iteration=0.5, epsilon_start=1.0, epsilon_end=0.1,
-                      epsilon_decay_steps=500, model={"fcnet_hiddens": [32]}, **training)
-            .debugging(seed=5))
+                      epsilon_start=1.0, epsilon_end=0.1, epsilon_decay_steps=500,
+                      model={"fcnet_hiddens": [32]}, **training)
+            .reporting(min_time_s_per_iteration=0.5).debugging(seed=5))
 
 
 def test_learner_trains_on_what_the_workers_push(ray_session):

@@ -32,7 +32,7 @@ import ray
 
 from volley.algorithms.dqn import make_replay_buffer
 from volley.engines.base import ActorReport, AsyncWorkerGroup
-from volley.engines.ray_engine import _WorkerHost, init_ray, ship_by_value
+from volley.engines.ray_engine import _WorkerHost, init_ray, missing_cpus, ship_by_value
 from volley.envs import EnvCreator
 from volley.errors import ConfigError, VolleyError, WorkerError
 from volley.models import QNetwork
@@ -154,13 +154,10 @@ class RayAsyncWorkerGroup(AsyncWorkerGroup):
         self.num_workers = config.resolved_num_workers
         self.num_restarts = 0
         self.weight_version = 0
-        needed = self.num_workers * config.num_cpus_per_worker
-        available = ray.cluster_resources().get("CPU", 0.0)
-        if needed > available:
+        missing = missing_cpus(config, self.num_workers)
+        if missing:
             self.stop()
-            raise ConfigError(
-                f"num_workers={self.num_workers} acting workers need {needed:g} CPUs but the Ray "
-                f"cluster has {available:g}; lower num_workers or num_cpus_per_worker")
+            raise ConfigError(missing)
         ship_by_value(env_creator)
         # The server and shards only answer calls: they reserve no CPU, so every CPU can act.
         self.parameter_server: Any = ray.remote(num_cpus=0)(ParameterServer).remote()

@@ -75,6 +75,16 @@ def init_ray(config: AlgorithmConfig) -> bool:
     return True
 
 
+def missing_cpus(config: AlgorithmConfig, num_workers: int) -> str | None:
+    """Why ``num_workers`` actors of ``num_cpus_per_worker`` do not fit the cluster, or None."""
+    needed = num_workers * config.num_cpus_per_worker
+    available = ray.cluster_resources().get("CPU", 0.0)
+    if needed <= available:
+        return None
+    return (f"num_workers={num_workers} needs {needed:g} CPUs but the Ray cluster has "
+            f"{available:g}; lower num_workers or num_cpus_per_worker")
+
+
 class RayWorkerGroup(WorkerGroup):
     """``num_workers`` Ray actors, each hosting one :class:`RolloutWorker`."""
 
@@ -82,13 +92,10 @@ class RayWorkerGroup(WorkerGroup):
                  env_creator: EnvCreator | None) -> None:
         self.started_ray = init_ray(config)
         self.num_workers = config.resolved_num_workers
-        needed = self.num_workers * config.num_cpus_per_worker
-        available = ray.cluster_resources().get("CPU", 0.0)
-        if needed > available:
+        missing = missing_cpus(config, self.num_workers)
+        if missing:
             self.stop()
-            raise ConfigError(
-                f"num_workers={self.num_workers} needs {needed:g} CPUs but the Ray cluster has "
-                f"{available:g}; lower num_workers or num_cpus_per_worker")
+            raise ConfigError(missing)
         ship_by_value(env_creator)
         host: Any = ray.remote(num_cpus=config.num_cpus_per_worker)(_WorkerHost)
         self.actors: list[Any] = [host.options(scheduling_strategy="SPREAD").remote()
