@@ -5,7 +5,7 @@ SB3 uses rl-zoo's tuned CartPole-v1 hyperparameters (hyperparams/dqn.yml: one en
 lr 2.3e-3, batch 64, 128 gradient steps every 256 steps, target update every 10 steps,
 ε to 0.04 over the first 16% of 50k steps, 256x256 MLP); its step budget is 50k as
 rl-zoo's, stretched to 150k so a slow seed still finishes. volley uses DQN's defaults
-with ``n_step=3`` (as in tests/learning), and Ape-X the example's settings. Every run
+with ``n_step=3`` (as in tests/learning), and Ape-X ``apex_dqn.CARTPOLE`` (as the example and tests/learning). Every run
 learns with one torch thread, as minibatches of 64 are too small to share. How runs
 are timed: benchmarks/time_to_475.py.
 
@@ -35,10 +35,11 @@ def run_volley_sync(seed: int) -> dict:
 
 def run_volley_apex(seed: int) -> dict:
     from volley import ApexDQNConfig
+    from volley.algorithms.apex_dqn import CARTPOLE
 
     one_thread()
     config = (ApexDQNConfig().environment("CartPole-v1").rollouts(num_workers=2).resources(num_cpus=2)
-              .training(epsilon_start=1.0, epsilon_end=0.01, max_sample_lead=2000))
+              .training(**CARTPOLE))
     return train_volley(config.debugging(seed=seed).build(), max_steps=MAX_STEPS)
 
 

@@ -1,11 +1,12 @@
 """Ape-X DQN on CartPole-v1: a parameter server, replay actors, acting workers and a learner.
 
 The layout of Horgan et al. (2018) on Ray: acting workers step their environments
-with their own ε (ε_i = ε^(1 + 7·i/(N−1)), the base ε decaying from 1 to 0.01 here),
-push n-step transitions with initial priorities to the replay actors, and fetch
-weights from the parameter server every 400 steps; the learner (this process) trains
-on prefetched minibatches and sends priorities back. Each iteration prints one line;
-the run stops when the mean return of the last 100 episodes reaches ``--stop-reward``.
+with their own ε (ε_i = ε^(1 + 7·i/(N−1)), the base ε decaying from 1 to 0 here),
+push n-step transitions to the replay actors, and fetch weights from the parameter
+server every 128 steps (waiting when more than 1000 steps ahead of the learner); the
+learner (this process) trains on prefetched minibatches. Each iteration prints one
+line; the run stops when the mean return of the last 100 episodes reaches
+``--stop-reward``.
 
     python examples/dqn_cartpole_async.py                  # 2 workers, 1 replay actor, to 475
     python examples/dqn_cartpole_async.py --workers 4 --shards 2 --iters 1000
@@ -19,6 +20,7 @@ import argparse
 import torch
 
 from volley import ApexDQNConfig
+from volley.algorithms.apex_dqn import CARTPOLE
 
 
 def main() -> None:
@@ -35,8 +37,7 @@ def main() -> None:
     algo = (ApexDQNConfig().environment("CartPole-v1")
             .rollouts(num_workers=args.workers)
             .resources(num_cpus=args.workers)
-            .training(num_replay_shards=args.shards, epsilon_start=1.0, epsilon_end=0.01,
-                      max_sample_lead=2000)
+            .training(num_replay_shards=args.shards, **CARTPOLE)
             .debugging(seed=args.seed)
             .build())
     try:
