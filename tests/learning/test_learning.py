@@ -121,7 +121,7 @@ def test_apex_dqn_two_acting_workers_one_shard_reach_475(ray_session):
     torch.set_num_threads(1)  # the learner shares the 2 cores with the workers
     result = {}
     try:
-        while not result or (result["learner_updates"] < 60_000
+        while not result or (result["learner_updates"] < 100_000
                              and not result["episode_reward_mean"] >= 475):
             result = algo.train()
     finally:
