@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -29,6 +31,16 @@ def test_config_errors_name_the_value(update, message):
 def test_mpi_engine_is_refused_at_build_before_any_rank_starts():
     with pytest.raises(ConfigError, match=r"engine='mpi'"):
         ApexDQNConfig().resources(engine="mpi").build()
+
+
+def test_cli_reports_the_mpi_engine_in_one_line():
+    out = subprocess.run([sys.executable, "-m", "volley", "train", "--algo", "apex_dqn", "--engine", "mpi"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines() == [
+        "volley train: error: apex_dqn runs its acting workers, replay shards and parameter server as "
+        "Ray actors, so engine='mpi' cannot host it; use engine='ray', or the synchronous algorithm "
+        "'dqn', which runs on every engine"]
 
 
 def test_async_mode_keeps_the_dqn_settings_and_adds_apex_keys():

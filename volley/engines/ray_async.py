@@ -36,6 +36,7 @@ from volley.engines.ray_engine import _WorkerHost, init_ray, missing_cpus, ship_
 from volley.envs import EnvCreator
 from volley.errors import ConfigError, VolleyError, WorkerError
 from volley.models import QNetwork
+from volley.replay import PrioritizedReplayBuffer
 from volley.rollout.batch import Batch
 from volley.rollout.worker import Postprocess, RolloutWorker, SampleResult
 
@@ -71,14 +72,15 @@ class ReplayShard:
     def add(self, rows: Batch, td_errors: np.ndarray | None) -> None:
         """Store a chunk; with prioritized replay its rows start at their TD errors' priority."""
         slots = self.buffer.add(rows)
-        if td_errors is not None and hasattr(self.buffer, "update_priorities"):
+        if td_errors is not None and isinstance(self.buffer, PrioritizedReplayBuffer):
             self.buffer.update_priorities(slots, td_errors[len(td_errors) - len(slots):])
 
     def sample(self, size: int) -> Batch | None:
         return self.buffer.sample(size) if len(self.buffer) else None
 
     def update_priorities(self, indices: np.ndarray, td_errors: np.ndarray) -> None:
-        self.buffer.update_priorities(indices, td_errors)  # type: ignore[attr-defined]
+        assert isinstance(self.buffer, PrioritizedReplayBuffer)
+        self.buffer.update_priorities(indices, td_errors)
 
     def size(self) -> int:
         return len(self.buffer)
