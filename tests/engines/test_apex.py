@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -71,6 +72,7 @@ def small(**training) -> ApexDQNConfig:
 
 def test_learner_trains_on_what_the_workers_push(ray_session):
     algo = small(train_intensity=1.0, max_sample_lead=256).build()
+    actors, shards = list(algo.workers.actors), list(algo.workers.shards)
     try:
         results = [algo.train() for _ in range(3)]
         last = results[-1]
@@ -88,6 +90,21 @@ def test_learner_trains_on_what_the_workers_push(ray_session):
         assert last["num_worker_restarts"] == 0
     finally:
         algo.stop()
+    pings = [lambda: algo.workers.parameter_server.fetch.remote(0),
+             *(lambda shard=shard: shard.size.remote() for shard in shards),
+             *(lambda actor=actor: actor.call.remote("spaces") for actor in actors)]
+    for ping in pings:  # stop() ended every actor (ray.kill takes effect soon, not at once)
+        assert_dies(ray_session, ping)
+
+
+def assert_dies(ray, ping) -> None:
+    for _ in range(20):
+        try:
+            ray.get(ping(), timeout=60)
+        except ray.exceptions.RayActorError:
+            return
+        time.sleep(0.5)
+    pytest.fail("an actor still answers 10 s after stop()")
 
 
 def test_a_killed_acting_worker_is_replaced_and_counted(ray_session):
