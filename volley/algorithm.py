@@ -29,8 +29,8 @@ from volley.checkpoint import (
     write_checkpoint,
 )
 from volley.config import AlgorithmConfig
-from volley.engines import make_worker_group
-from volley.envs import SingleEnv, check_env_id, registered_creator
+from volley.engines import WorkerGroup, make_worker_group
+from volley.envs import EnvCreator, SingleEnv, check_env_id, registered_creator
 from volley.errors import CheckpointError, ConfigError, TrainingError
 from volley.models import ActorCritic, Policy, build_policy
 from volley.rollout.batch import Batch
@@ -59,7 +59,7 @@ class Algorithm(ABC):
         check_env_id(config.env)
         self.config = config
         self.device = torch.device("cuda" if config.num_gpus > 0 else "cpu")
-        self.workers = make_worker_group(config, type(self).postprocess, registered_creator(config.env))
+        self.workers = self.make_workers(registered_creator(config.env))
         self.observation_space, self.action_space = self.workers.call("spaces")[0]
         torch.manual_seed(config.seed)  # after local workers exist, so every engine inits alike
         self.preprocess, policy = build_policy(self.observation_space, self.action_space, config.model,
@@ -99,6 +99,17 @@ class Algorithm(ABC):
     @abstractmethod
     def training_step(self) -> dict[str, float]:
         """One iteration (sample, update, ...); returns the algorithm's own statistics."""
+
+    def make_workers(self, env_creator: EnvCreator | None) -> WorkerGroup:
+        """The engine's worker group; an asynchronous algorithm hosts its actors differently."""
+        return make_worker_group(self.config, type(self).postprocess, env_creator)
+
+    def extra_state(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+        """Tensors and JSON data a subclass adds to its checkpoints (the base saves none)."""
+        return {}, {}
+
+    def load_extra_state(self, tensors: dict[str, torch.Tensor], state: dict[str, Any]) -> None:  # noqa: B027
+        """Restore what :meth:`extra_state` saved; ``tensors`` holds the whole checkpoint's."""
 
     def optimizers(self) -> dict[str, torch.optim.Optimizer]:
         """Optimizers to checkpoint, by name."""
@@ -298,12 +309,17 @@ class Algorithm(ABC):
             opt_tensors, optimizers[name] = flatten_optimizer(optimizer.state_dict(), name)
             tensors.update(opt_tensors)
         tensors["rng.torch"] = torch.get_rng_state()
+        extra_tensors, extra = self.extra_state()
+        tensors.update(extra_tensors)
         state = {
             "iteration": self.iteration, "timesteps_total": self.timesteps_total,
             "episodes_total": self.episodes_total, "time_total_s": self.time_total_s,
             "recent_returns": list(self._recent_returns), "recent_lengths": list(self._recent_lengths),
             "filter": self.filter_stats.to_state() if self.filter_stats is not None else None,
-            "rng": self.rng.bit_generator.state, "optimizers": optimizers,
+            "rng": self.rng.bit_generator.state, "optimizers": optimizers, "extra": extra,
+            "faults": {"num_worker_restarts": self.workers.num_restarts,
+                       "num_env_errors": self.num_env_errors,
+                       "num_skipped_updates": self.num_skipped_updates},
         }
         manifest = {"algorithm": type(self).__name__, "config": self.config.to_dict(), "state": state}
         return str(write_checkpoint(path, tensors, manifest))
@@ -332,6 +348,11 @@ class Algorithm(ABC):
         self.time_total_s = state["time_total_s"]
         self._recent_returns.extend(state["recent_returns"])
         self._recent_lengths.extend(state["recent_lengths"])
+        faults = state.get("faults", {})  # checkpoints from before volley counted faults have none
+        self.workers.num_restarts = faults.get("num_worker_restarts", 0)
+        self.num_env_errors = faults.get("num_env_errors", 0)
+        self.num_skipped_updates = faults.get("num_skipped_updates", 0)
+        self.load_extra_state(tensors, state.get("extra", {}))
 
     @classmethod
     def from_checkpoint(cls, path: str | Path, **overrides: Any) -> Algorithm:

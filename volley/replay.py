@@ -1,7 +1,7 @@
 """Experience replay: a uniform ring buffer, prioritized replay, and n-step returns.
 
 The buffers are plain classes over numpy arrays: the synchronous DQN learner owns
-one, and replay-buffer actors (asynchronous DQN, issue 4) can host the same class.
+one, and Ape-X's replay-shard actors (``volley/engines/ray_async.py``) host the same class.
 Rows arrive in chunks (a worker's batch) and leave as a :class:`Batch` of sampled
 rows plus their buffer ``indices`` and importance ``weights``.
 """
@@ -49,6 +49,21 @@ class ReplayBuffer:
         """``size`` rows drawn uniformly with replacement, with their ``indices`` and unit ``weights``."""
         indices = self.rng.integers(self.size, size=size)
         return self._rows(indices, np.ones(size, np.float32))
+
+    def oldest_first(self) -> np.ndarray:
+        """The slots holding rows, oldest row first."""
+        start = self.next_index if self.size == self.capacity else 0
+        return (start + np.arange(self.size)) % self.capacity
+
+    def state(self) -> dict[str, np.ndarray]:
+        """The rows, oldest first, as columns (what a checkpoint stores)."""
+        slots = self.oldest_first()
+        return {key: column[slots] for key, column in self.columns.items()}
+
+    def load_state(self, columns: Mapping[str, np.ndarray]) -> None:
+        """Append rows saved by :meth:`state` (into any capacity: the newest rows fit)."""
+        if columns and len(next(iter(columns.values()))):
+            self.add(columns)
 
     def _rows(self, indices: np.ndarray, weights: np.ndarray) -> Batch:
         return Batch({**{key: column[indices] for key, column in self.columns.items()},
@@ -129,6 +144,23 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         min_prob = self.tree.get(np.arange(self.size)).min() / total  # O(N), cheap next to an update
         weights = (probs / min_prob) ** -self.beta  # (N·P(i))^-β / (N·min P)^-β
         return self._rows(indices, weights.astype(np.float32))
+
+    def state(self) -> dict[str, np.ndarray]:
+        """The rows, oldest first, plus ``priority_alpha`` (each row's ``p_i^α``, exactly) and
+        ``max_priority`` (one value)."""
+        return {**super().state(), "priority_alpha": self.tree.get(self.oldest_first()),
+                "max_priority": np.array([self.max_priority])}
+
+    def load_state(self, columns: Mapping[str, np.ndarray]) -> None:
+        rows = dict(columns)
+        priority_alpha, max_priority = rows.pop("priority_alpha", None), rows.pop("max_priority", None)
+        if max_priority is not None:
+            self.max_priority = max(self.max_priority, float(max_priority[0]))
+        if not rows or not len(next(iter(rows.values()))):
+            return
+        slots = self.add(rows)
+        if priority_alpha is not None:  # rows saved from a uniform buffer keep the new-row priority
+            self.tree.set(slots, priority_alpha[len(priority_alpha) - len(slots):])
 
     def update_priorities(self, indices: np.ndarray, td_errors: np.ndarray) -> None:
         """Set the priorities of rows ``indices`` (as returned by :meth:`sample`) from their new TD errors."""

@@ -54,3 +54,11 @@ def test_ppo_frozenlake_times_both_layouts():
     assert all(200 <= int(steps) <= 256 for _, _, steps, _, _ in rows)  # one batch each (minus dropped steps)
     assert all(0.0 <= float(success) <= 1.0 for *_, success in rows)
     assert re.search(r"^2x2 vs 1x1: [\d.]+x faster, [\d.]+x the steps/s$", out.stdout, re.M), out.stdout
+
+
+def test_dqn_cartpole_async_prints_progress():
+    out = run_example("dqn_cartpole_async.py", "--iters", "2")
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = [line for line in out.stdout.splitlines() if line.startswith("iteration")]
+    assert len(lines) == 2 and lines[1].startswith("iteration 2: return ")
+    assert re.search(r"\d+ learner updates, replay \d+, .* 0 restarts", lines[1])

@@ -105,3 +105,27 @@ def test_dqn_cartpole_local_engine_reaches_475():
     finally:
         torch.set_num_threads(threads)
     assert result["episode_reward_mean"] >= 475, result
+
+
+def test_apex_dqn_two_acting_workers_one_shard_reach_475(ray_session):
+    """Ape-X on Ray: 2 acting workers, 1 replay shard, the learner in this process; bounded in
+    learner updates (each train() call learns for a second, however many that is)."""
+    import torch
+
+    from volley import ApexDQNConfig
+    from volley.algorithms.apex_dqn import CARTPOLE
+
+    algo = (ApexDQNConfig().environment("CartPole-v1").rollouts(num_workers=2)
+            .training(**CARTPOLE).debugging(seed=0).build())
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the learner shares the 2 cores with the workers
+    result = {}
+    try:
+        while not result or (result["learner_updates"] < 100_000
+                             and not result["episode_reward_mean"] >= 475):
+            result = algo.train()
+    finally:
+        torch.set_num_threads(threads)
+        algo.stop()
+    assert result["episode_reward_mean"] >= 475, result
+    assert result["num_worker_restarts"] == 0 and result["replay_size"] > 0

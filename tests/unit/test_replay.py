@@ -108,3 +108,31 @@ def test_one_step_returns_are_the_rewards():
     np.testing.assert_array_equal(returns, rewards)
     np.testing.assert_allclose(discounts[:, 0], [0.9, 0.0, 0.9])
     np.testing.assert_array_equal(ends[:, 0], [0, 1, 2])
+
+
+def test_state_lists_rows_oldest_first_and_loads_into_any_capacity():
+    buffer = ReplayBuffer(5, np.random.default_rng(0))
+    buffer.add(rows([0, 1, 2, 3]))
+    buffer.add(rows([4, 5, 6]))  # the ring holds [5, 6, 2, 3, 4]; the oldest is 2
+    state = buffer.state()
+    np.testing.assert_array_equal(state["actions"], [2, 3, 4, 5, 6])
+    np.testing.assert_array_equal(state["obs"][:, 1], [-2, -3, -4, -5, -6])
+    smaller = ReplayBuffer(3, np.random.default_rng(1))
+    smaller.load_state(state)
+    np.testing.assert_array_equal(smaller.state()["actions"], [4, 5, 6])  # the newest rows fit
+
+
+def test_prioritized_state_keeps_priorities_exactly():
+    buffer = PrioritizedReplayBuffer(4, np.random.default_rng(0), alpha=0.6, beta=0.4, eps=0.01)
+    buffer.add(rows([0, 1, 2]))
+    buffer.add(rows([3, 4, 5]))  # slots hold [4, 5, 2, 3]
+    buffer.update_priorities(np.array([0, 1, 2, 3]), np.array([0.5, -2.0, 0.1, 3.0]))
+    state = buffer.state()
+    # oldest first: rows 2, 3, 4, 5 in slots 2, 3, 0, 1; p^α = (|δ| + 0.01)^0.6
+    np.testing.assert_array_equal(state["actions"], [2, 3, 4, 5])
+    np.testing.assert_allclose(state["priority_alpha"], np.array([0.11, 3.01, 0.51, 2.01]) ** 0.6)
+    assert state["max_priority"][0] == 3.01
+    copy = PrioritizedReplayBuffer(4, np.random.default_rng(0), alpha=0.6, beta=0.4, eps=0.01)
+    copy.load_state(state)
+    for key, value in copy.state().items():
+        np.testing.assert_array_equal(value, state[key], err_msg=key)

@@ -20,8 +20,7 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass
-from pathlib import Path
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 import torch
@@ -33,6 +32,9 @@ from volley.errors import ConfigError
 from volley.models import QNetwork
 from volley.replay import PrioritizedReplayBuffer, ReplayBuffer, n_step_returns
 from volley.rollout.batch import Batch
+
+if TYPE_CHECKING:
+    from volley.algorithms.apex_dqn import ApexDQNConfig
 
 
 @dataclass(kw_only=True)
@@ -124,6 +126,13 @@ class DQNConfig(AlgorithmConfig):
     def build(self) -> DQN:
         return DQN(self)
 
+    def async_mode(self, **kwargs: Any) -> ApexDQNConfig:
+        """These settings as an :class:`~volley.algorithms.apex_dqn.ApexDQNConfig` (asynchronous
+        Ape-X DQN on Ray), with ``kwargs`` (its own keys too) set on top."""
+        from volley.algorithms.apex_dqn import ApexDQNConfig
+
+        return ApexDQNConfig.from_dict(self.to_dict()).update(**kwargs)
+
 
 def exploration_epsilon(config: DQNConfig, timestep: int) -> float:
     """ε after ``timestep`` environment steps: from ``epsilon_start`` to ``epsilon_end`` over
@@ -147,6 +156,23 @@ def q_targets(online: QNetwork, target: QNetwork, returns: torch.Tensor, next_ob
     return returns + discounts * next_q.gather(-1, best).squeeze(-1)
 
 
+def make_replay_buffer(config: DQNConfig, capacity: int, rng: np.random.Generator) -> ReplayBuffer:
+    """The uniform or prioritized buffer ``config`` asks for (the learner's, or an Ape-X shard's)."""
+    if config.prioritized_replay:
+        return PrioritizedReplayBuffer(capacity, rng, config.prioritized_replay_alpha,
+                                       config.prioritized_replay_beta, config.prioritized_replay_eps)
+    return ReplayBuffer(capacity, rng)
+
+
+def q_and_targets(online: QNetwork, target: QNetwork, batch: dict[str, torch.Tensor],
+                  double_q: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """``Q(s, a)`` of the actions taken and their targets (:func:`q_targets`), each ``[B]``; their
+    difference is the TD error that the loss shrinks and that prioritized replay ranks by."""
+    targets = q_targets(online, target, batch["returns"], batch["next_obs"], batch["discounts"], double_q)
+    q = online.q_values(batch["obs"]).gather(-1, batch["actions"].long().unsqueeze(-1)).squeeze(-1)
+    return q, targets
+
+
 class DQN(Algorithm):
     """Synchronous DQN: ε-greedy workers fill the learner's replay buffer; the learner trains on it."""
 
@@ -168,14 +194,15 @@ class DQN(Algorithm):
 
     def setup(self) -> None:
         cfg = self.config
+        self.setup_learner()
+        self.replay = make_replay_buffer(cfg, cfg.replay_buffer_capacity, self.rng)
+        self.updates_owed = 0.0  # train_intensity x steps sampled, less the updates taken
+
+    def setup_learner(self) -> None:
+        """The target network and the optimizer (wherever the replay buffer lives)."""
         self.target = copy.deepcopy(self.policy).requires_grad_(False)
         # fused: one kernel for all parameters, a third faster for small networks on the CPU
-        self.optimizer = torch.optim.Adam(self.policy.q_parameters(), lr=cfg.lr, fused=True)
-        self.replay: ReplayBuffer = (
-            PrioritizedReplayBuffer(cfg.replay_buffer_capacity, self.rng, cfg.prioritized_replay_alpha,
-                                    cfg.prioritized_replay_beta, cfg.prioritized_replay_eps)
-            if cfg.prioritized_replay else ReplayBuffer(cfg.replay_buffer_capacity, self.rng))
-        self.updates_owed = 0.0  # train_intensity x steps sampled, less the updates taken
+        self.optimizer = torch.optim.Adam(self.policy.q_parameters(), lr=self.config.lr, fused=True)
 
     def training_step(self) -> dict[str, float]:
         cfg = self.config
@@ -191,7 +218,10 @@ class DQN(Algorithm):
             for group in self.optimizer.param_groups:
                 group["lr"] = self.current_lr()
             for _ in range(int(self.updates_owed)):
-                loss, q_mean = self.update(self.replay.sample(cfg.minibatch_size))
+                minibatch = self.replay.sample(cfg.minibatch_size)
+                loss, q_mean, td_errors = self.update(minibatch)
+                if td_errors is not None and isinstance(self.replay, PrioritizedReplayBuffer):
+                    self.replay.update_priorities(minibatch["indices"], td_errors)
                 losses.append(loss)
                 q_means.append(q_mean)
             self.updates_owed -= len(losses)
@@ -203,22 +233,20 @@ class DQN(Algorithm):
                 "epsilon": epsilon, "num_updates": len(losses), "replay_size": len(self.replay),
                 "lr": self.optimizer.param_groups[0]["lr"]}
 
-    def update(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
-        """One gradient step on the importance-weighted Huber loss; returns the loss and mean Q."""
+    def update(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, np.ndarray | None]:
+        """One gradient step on the importance-weighted Huber loss; returns the loss, the mean Q
+        and the TD errors ``[B]`` (new priorities, wherever the batch's replay buffer lives), None
+        when the step was skipped for a non-finite loss or gradient."""
         cfg = self.config
         mb = {k: torch.as_tensor(v, device=self.device) for k, v in batch.items()}
-        targets = q_targets(self.policy, self.target, mb["returns"], mb["next_obs"], mb["discounts"],
-                            cfg.double_q)
-        q = self.policy.q_values(mb["obs"]).gather(-1, mb["actions"].long().unsqueeze(-1)).squeeze(-1)
+        q, targets = q_and_targets(self.policy, self.target, mb, cfg.double_q)
         loss = (mb["weights"] * nn.functional.huber_loss(q, targets, reduction="none")).mean()
 
         self.optimizer.zero_grad()
         loss.backward()
         stepped = self.optimizer_step(self.optimizer, self.policy.q_parameters(), loss, cfg.grad_clip)
-
-        if stepped and isinstance(self.replay, PrioritizedReplayBuffer):  # never a NaN priority
-            self.replay.update_priorities(batch["indices"], (q - targets).detach().cpu().numpy())
-        return loss.detach(), q.detach().mean()
+        td_errors = (q - targets).detach().cpu().numpy() if stepped else None  # never a NaN priority
+        return loss.detach(), q.detach().mean(), td_errors
 
     @torch.no_grad()
     def update_target(self) -> None:
@@ -230,9 +258,8 @@ class DQN(Algorithm):
             else:
                 target.lerp_(online, tau)
 
-    def restore(self, path: str | Path) -> None:
-        """Restore as :meth:`Algorithm.restore`; the target network restarts as a copy of the
-        restored Q-network and the replay buffer refills before learning resumes (neither is
-        checkpointed: a buffer can hold gigabytes)."""
-        super().restore(path)
+    def load_extra_state(self, tensors: dict[str, torch.Tensor], state: dict[str, Any]) -> None:
+        """On restore, the target network restarts as a copy of the restored Q-network and the
+        replay buffer refills before learning resumes (neither is checkpointed: a buffer can
+        hold gigabytes)."""
         self.target.load_state_dict(self.policy.state_dict())

@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import numpy as np
+
 from volley.config import AlgorithmConfig
-from volley.engines.base import WorkerGroup
+from volley.engines.base import AsyncWorkerGroup, WorkerGroup
 from volley.envs import EnvCreator
+from volley.models import Policy
+from volley.rollout.batch import Batch
 from volley.rollout.worker import Postprocess
+
+if TYPE_CHECKING:
+    from volley.algorithms.apex_dqn import ApexDQNConfig
+
+# worker-side initial priorities: TD errors [B] of a fresh batch by the worker's own network
+TDErrors = Callable[[Policy, Batch, AlgorithmConfig], np.ndarray]
 
 
 def make_worker_group(config: AlgorithmConfig, postprocess: Postprocess,
@@ -21,4 +34,12 @@ def make_worker_group(config: AlgorithmConfig, postprocess: Postprocess,
     return RayWorkerGroup(config, postprocess, env_creator)
 
 
-__all__ = ["WorkerGroup", "make_worker_group"]
+def make_async_worker_group(config: ApexDQNConfig, postprocess: Postprocess,
+                            env_creator: EnvCreator | None, td_errors: TDErrors | None) -> AsyncWorkerGroup:
+    """Ape-X's parameter server, replay shards and acting workers, as Ray actors (the one engine
+    that hosts them; ApexDQNConfig.validate refuses the others)."""
+    from volley.engines.ray_async import RayAsyncWorkerGroup
+    return RayAsyncWorkerGroup(config, postprocess, env_creator, td_errors)
+
+
+__all__ = ["AsyncWorkerGroup", "WorkerGroup", "make_async_worker_group", "make_worker_group"]

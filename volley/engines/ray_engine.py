@@ -114,8 +114,8 @@ def init_ray(config: AlgorithmConfig) -> bool:
 RESTART_TIMEOUT_S = 120.0
 
 
-def _placement() -> tuple[Any, float, str]:
-    """Where worker actors go, the CPUs free for them there, and its name for errors.
+def placement(config: AlgorithmConfig, num_workers: int) -> Any:
+    """The scheduling strategy for ``num_workers`` worker actors; a ConfigError if they do not fit.
 
     In a placement group (a Tune trial reserves one bundle for itself and one per
     worker) the actors must use it: an explicit ``SPREAD`` would place them outside
@@ -123,12 +123,19 @@ def _placement() -> tuple[Any, float, str]:
     """
     group = ray.util.get_current_placement_group()
     if group is None:
-        return "SPREAD", ray.cluster_resources().get("CPU", 0.0), "the Ray cluster"
-    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+        strategy: Any = "SPREAD"
+        available, where = ray.cluster_resources().get("CPU", 0.0), "the Ray cluster"
+    else:
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-    held = ray.get_runtime_context().get_assigned_resources().get("CPU", 0.0)
-    free = sum(bundle.get("CPU", 0.0) for bundle in group.bundle_specs) - held
-    return PlacementGroupSchedulingStrategy(group), free, "this placement group (Tune trial)"
+        held = ray.get_runtime_context().get_assigned_resources().get("CPU", 0.0)
+        available = sum(bundle.get("CPU", 0.0) for bundle in group.bundle_specs) - held
+        strategy, where = PlacementGroupSchedulingStrategy(group), "this placement group (Tune trial)"
+    needed = num_workers * config.num_cpus_per_worker
+    if needed > available:
+        raise ConfigError(f"num_workers={num_workers} needs {needed:g} CPUs but {where} has "
+                          f"{available:g}; lower num_workers or num_cpus_per_worker")
+    return strategy
 
 
 class RayWorkerGroup(WorkerGroup):
@@ -139,13 +146,11 @@ class RayWorkerGroup(WorkerGroup):
         self.started_ray = init_ray(config)
         self.config = config
         self.num_workers = config.resolved_num_workers
-        needed = self.num_workers * config.num_cpus_per_worker
-        strategy, available, where = _placement()
-        if needed > available:
+        try:
+            strategy = placement(config, self.num_workers)
+        except ConfigError:
             self.stop()
-            raise ConfigError(
-                f"num_workers={self.num_workers} needs {needed:g} CPUs but {where} has "
-                f"{available:g}; lower num_workers or num_cpus_per_worker")
+            raise
         ship_by_value(env_creator)
         self._host: Any = ray.remote(num_cpus=config.num_cpus_per_worker)(_WorkerHost)
         self._strategy = strategy

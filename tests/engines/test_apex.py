@@ -1,0 +1,164 @@
+"""Ape-X DQN on Ray: config checks, per-worker ε, results, a killed worker replaced, checkpoints."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from volley import ApexDQN, ApexDQNConfig, ConfigError, DQNConfig
+from volley.algorithms.apex_dqn import per_worker_epsilon
+from volley.checkpoint import read_checkpoint
+
+
+@pytest.mark.parametrize(("update", "message"), [
+    ({"engine": "mpi"}, r"engine='mpi' cannot host it; use engine='ray', or the synchronous algorithm 'dqn'"),
+    ({"engine": "local"}, r"engine='local' cannot host it"),
+    ({"num_workers": 0}, r"needs num_workers >= 1 acting workers, got num_workers=0"),
+    ({"num_replay_shards": 0}, r"'num_replay_shards' must be > 0, got 0"),
+    ({"max_sample_lead": -1}, r"'max_sample_lead' must be >= 0 or None, got -1"),
+    ({"observation_filter": "MeanStdFilter"}, r"takes observation_filter='NoFilter', got 'MeanStdFilter'"),
+])
+def test_config_errors_name_the_value(update, message):
+    with pytest.raises(ConfigError, match=message):
+        ApexDQNConfig().update(**update).validate()
+
+
+def test_mpi_engine_is_refused_at_build_before_any_rank_starts():
+    with pytest.raises(ConfigError, match=r"engine='mpi'"):
+        ApexDQNConfig().resources(engine="mpi").build()
+
+
+def test_cli_reports_the_mpi_engine_in_one_line():
+    out = subprocess.run([sys.executable, "-m", "volley", "train", "--algo", "apex_dqn", "--engine", "mpi"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines() == [
+        "volley train: error: apex_dqn runs its acting workers, replay shards and parameter server as "
+        "Ray actors, so engine='mpi' cannot host it; use engine='ray', or the synchronous algorithm "
+        "'dqn', which runs on every engine"]
+
+
+def test_async_mode_keeps_the_dqn_settings_and_adds_apex_keys():
+    config = DQNConfig().training(n_step=2, lr=5e-4).async_mode(num_replay_shards=2, max_sample_lead=100)
+    assert isinstance(config, ApexDQNConfig)
+    assert (config.n_step, config.lr, config.num_replay_shards, config.max_sample_lead) == (2, 5e-4, 2, 100)
+    with pytest.raises(ConfigError, match=r"did you mean 'num_replay_shards'"):
+        DQNConfig().async_mode(num_replay_shard=2)
+
+
+def test_per_worker_epsilon_follows_the_apex_formula():
+    config = ApexDQNConfig()  # ε = 0.4 throughout, α = 7
+    # ε_i = 0.4^(1 + 7 i / 2) for 3 workers
+    assert [per_worker_epsilon(config, i, 3, 0) for i in range(3)] == pytest.approx([0.4, 0.4**4.5, 0.4**8])
+    assert per_worker_epsilon(config, 0, 1, 0) == 0.4
+    decaying = config.copy().training(epsilon_start=1.0, epsilon_end=0.01, epsilon_decay_steps=100)
+    assert per_worker_epsilon(decaying, 1, 2, 50) == pytest.approx(0.505**8)  # the base decays first
+
+
+def small(**training) -> ApexDQNConfig:
+    return (ApexDQNConfig().environment("CartPole-v1")
+            .rollouts(num_workers=2, num_envs_per_worker=2, rollout_fragment_length=16)
+            .training(learning_starts=64, minibatch_size=16, weight_sync_interval=64,
+                      epsilon_start=1.0, epsilon_end=0.1, epsilon_decay_steps=500,
+                      model={"fcnet_hiddens": [32]}, **training)
+            .reporting(min_time_s_per_iteration=0.5).debugging(seed=5))
+
+
+def test_learner_trains_on_what_the_workers_push(ray_session):
+    algo = small(train_intensity=1.0, max_sample_lead=256).build()
+    actors, shards = list(algo.workers.actors), list(algo.workers.shards)
+    try:
+        results = [algo.train() for _ in range(3)]
+        last = results[-1]
+        for key in ("episode_reward_mean", "replay_size", "learner_updates", "weight_version_lag",
+                    "sample_throughput", "train_throughput", "num_worker_restarts"):
+            assert key in last, key
+        assert last["timesteps_total"] > 0 and last["learner_updates"] > 0 and math.isfinite(last["loss"])
+        # never more updates than train_intensity allows; workers never run max_sample_lead ahead
+        # of it by more than the runs they had queued (2 per worker, 64 steps each, 16-step chunks)
+        assert last["learner_updates"] <= last["timesteps_total"] - 64
+        assert last["timesteps_total"] <= last["learner_updates"] + 64 + 256 + 2 * 2 * (64 + 32)
+        # every reported step is in the shard (a worker reports after its pushes are stored)
+        assert last["replay_size"] >= last["timesteps_total"]
+        assert sum(r["num_updates"] for r in results) == last["learner_updates"]
+        assert last["num_worker_restarts"] == 0
+    finally:
+        algo.stop()
+    pings = [lambda: algo.workers.parameter_server.fetch.remote(0),
+             *(lambda shard=shard: shard.size.remote() for shard in shards),
+             *(lambda actor=actor: actor.call.remote("spaces") for actor in actors)]
+    for ping in pings:  # stop() ended every actor (ray.kill takes effect soon, not at once)
+        assert_dies(ray_session, ping)
+
+
+def assert_dies(ray, ping) -> None:
+    for _ in range(20):
+        try:
+            ray.get(ping(), timeout=60)
+        except ray.exceptions.RayActorError:
+            return
+        time.sleep(0.5)
+    pytest.fail("an actor still answers 10 s after stop()")
+
+
+def test_a_killed_acting_worker_is_replaced_and_counted(ray_session):
+    algo = small(max_sample_lead=2000).build()
+    try:
+        algo.train()
+        victim = algo.workers.actors[0]
+        ray_session.kill(victim)
+        for _ in range(20):
+            result = algo.train()
+            if result["num_worker_restarts"]:
+                break
+        assert result["num_worker_restarts"] == 1
+        assert algo.workers.actors[0] is not victim
+        steps, updates = result["timesteps_total"], result["learner_updates"]
+        for _ in range(3):
+            result = algo.train()
+        assert result["timesteps_total"] > steps and result["learner_updates"] > updates
+        assert result["num_worker_restarts"] == 1
+        # the replacement acts with weights from the parameter server, not its initial ones
+        spaces = ray_session.get(algo.workers.actors[0].call.remote("spaces"))
+        assert spaces[1].n == 2
+    finally:
+        algo.stop()
+
+
+def test_checkpoint_round_trip_with_replay_contents(ray_session, tmp_path):
+    algo = small(checkpoint_replay=True, num_replay_shards=2).build()
+    try:
+        for _ in range(2):
+            algo.train()
+        path = algo.save(tmp_path / "apex")
+        saved = {"weights": algo.policy.get_flat_weights(), "target": algo.target.get_flat_weights(),
+                 "updates": algo.learner_updates, "steps": algo.timesteps_total,
+                 "version": algo.workers.weight_version,
+                 "adam": algo.optimizer.state_dict()["state"][0]["exp_avg"].clone()}
+    finally:
+        algo.stop()
+    tensors, manifest = read_checkpoint(path)
+    assert {"replay.0.obs", "replay.1.priority_alpha", "target.q_head.weight"} <= set(tensors)
+    restored = ApexDQN.from_checkpoint(path)
+    try:
+        assert isinstance(restored, ApexDQN)
+        np.testing.assert_array_equal(restored.policy.get_flat_weights(), saved["weights"])
+        np.testing.assert_array_equal(restored.target.get_flat_weights(), saved["target"])
+        assert not np.array_equal(saved["weights"], saved["target"])  # the target was saved, not copied
+        torch.testing.assert_close(restored.optimizer.state_dict()["state"][0]["exp_avg"], saved["adam"])
+        assert (restored.learner_updates, restored.timesteps_total, restored.workers.weight_version) == (
+            saved["updates"], saved["steps"], saved["version"])
+        for index, shard in enumerate(restored.workers.replay_state()):  # before any worker pushed
+            assert len(shard["obs"]) > 0
+            for column, values in shard.items():
+                np.testing.assert_array_equal(values, tensors[f"replay.{index}.{column}"].numpy(),
+                                              err_msg=column)
+        assert restored.train()["learner_updates"] > saved["updates"]  # and it trains on
+    finally:
+        restored.stop()
