@@ -411,6 +411,8 @@ def main(argv: list[str] | None = None) -> int:
                     "plot": _plot}
         return commands[args.command](args)
     except VolleyError as exc:
+        if _mpi_rank() != 0 and sys.excepthook is not sys.__excepthook__:
+            raise  # this rank's own failure once the MPI job is up: its hook names it and aborts all
         if _mpi_rank() == 0:  # every rank hits the same mistake; say it once
             print(f"volley {args.command}: error: {one_line(str(exc))}", file=sys.stderr)
         return 2

@@ -74,7 +74,8 @@ def test_an_exception_on_rank_1_ends_the_job_naming_rank_1():
     start = time.monotonic()
     out = mpiexec("fail_on_rank_1", timeout=120)
     assert out.returncode != 0
-    assert "rank 1 failed: RuntimeError: this environment cannot start here" in out.stderr
+    assert ("rank 1 failed: EnvError: the creator registered as 'Flaky' failed with env_config {}: "
+            "RuntimeError: this environment cannot start here") in out.stderr, out.stderr
     assert time.monotonic() - start < 60
 
 
