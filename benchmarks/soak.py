@@ -6,7 +6,7 @@ Ray's object store clients, torch's caches), so growth is measured from the end 
 warm-up (the first ``--warmup`` fraction of iterations) to the end of the run, each
 end averaged over 5 % of the iterations. Target: under 5 % for every process.
 
-    python benchmarks/soak.py                # 4000 iterations, ~10 minutes on a quiet 2-core machine
+    python benchmarks/soak.py                # 3000 iterations, ~9 minutes on a quiet 2-core machine
     python benchmarks/soak.py --iters 100    # a quick look
 """
 
@@ -88,7 +88,7 @@ def soak(iters: int, warmup: float, seed: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--iters", type=int, default=4000, help="training iterations (default: 4000)")
+    parser.add_argument("--iters", type=int, default=3000, help="training iterations (default: 3000)")
     parser.add_argument("--warmup", type=float, default=0.1,
                         help="fraction of iterations before growth is measured (default: 0.1)")
     parser.add_argument("--seed", type=int, default=0)

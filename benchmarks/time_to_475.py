@@ -4,23 +4,41 @@ Each run is a fresh Python process, so start-up (imports, Ray's cluster) counts.
 ends when the mean return of the last 100 episodes reaches 475 (the same window in
 every library: SB3's ep_info_buffer holds 100 episodes). Seeds are interleaved, so
 drift on a noisy machine hits every library alike; the table gives medians and their
-ratios to SB3.
+ratios to SB3. With ``--curves DIR`` each run also writes ``DIR/NAME-seedK/progress.jsonl``
+(reward against env steps and against seconds since its process started), which
+``volley plot DIR/*`` draws side by side.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 THRESHOLD = 475.0
+STARTED = time.time()  # a child's start: its curve's clock includes imports and Ray's start-up
+CURVE: dict[str, Path | None] = {"path": None}  # this child's progress.jsonl, with --curves
 
 Runner = Callable[[int], dict]  # seed -> {"reached_at": time.time(), "steps": ..., "reward": ...}
+
+
+def log_point(steps: int, mean: float, low: float, high: float) -> None:
+    """Append one point of this run's learning curve (with ``--curves``) in volley's format:
+    the mean, min and max return of the last 100 episodes after ``steps`` env steps."""
+    path = CURVE["path"]
+    if path is None or math.isnan(mean):
+        return
+    point = {"timesteps_total": steps, "time_total_s": time.time() - STARTED,
+             "episode_reward_mean": mean, "episode_reward_min": low, "episode_reward_max": high}
+    with open(path, "a") as f:
+        f.write(json.dumps(point) + "\n")
 
 
 def train_volley(algo: Any, max_steps: int) -> dict:
@@ -29,6 +47,8 @@ def train_volley(algo: Any, max_steps: int) -> dict:
     try:
         while not result["episode_reward_mean"] >= THRESHOLD and result["timesteps_total"] < max_steps:
             result = algo.train()
+            log_point(result["timesteps_total"], result["episode_reward_mean"], result["episode_reward_min"],
+                      result["episode_reward_max"])
         reached = time.time()
     finally:
         algo.stop()
@@ -41,6 +61,11 @@ def sb3_stop_at_threshold() -> Any:
     from stable_baselines3.common.callbacks import BaseCallback
 
     class StopAtThreshold(BaseCallback):
+        def _on_rollout_end(self) -> None:
+            rewards = [e["r"] for e in self.model.ep_info_buffer or []]
+            if rewards:
+                log_point(self.model.num_timesteps, float(np.mean(rewards)), min(rewards), max(rewards))
+
         def _on_step(self) -> bool:
             buffer = self.model.ep_info_buffer
             return not (buffer is not None and len(buffer) > 0
@@ -55,9 +80,10 @@ def sb3_report(model: Any) -> dict:
     return {"reached_at": reached, "steps": model.num_timesteps, "reward": sum(rewards) / len(rewards)}
 
 
-def measure(script: str, name: str, seed: int) -> dict:
+def measure(script: str, name: str, seed: int, curves: Path | None) -> dict:
     start = time.time()
-    out = subprocess.run([sys.executable, script, "--child", name, "--seeds", str(seed)],
+    extra = ["--curves", str(curves)] if curves is not None else []
+    out = subprocess.run([sys.executable, script, "--child", name, "--seeds", str(seed), *extra],
                          capture_output=True, text=True, check=True)
     report = json.loads(out.stdout.strip().splitlines()[-1])
     report["time_to_475"] = report.pop("reached_at") - start
@@ -70,15 +96,22 @@ def main(script: str, description: str, runners: dict[str, Runner]) -> None:
     (``sb3`` is the reference for the ratios)."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--curves", type=Path, metavar="DIR",
+                        help="also write each run's learning curve under DIR (for volley plot)")
     parser.add_argument("--child", choices=list(runners), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
+        if args.curves is not None:
+            run_dir = args.curves / f"{args.child}-seed{args.seeds[0]}"
+            run_dir.mkdir(parents=True, exist_ok=True)
+            CURVE["path"] = run_dir / "progress.jsonl"
+            CURVE["path"].unlink(missing_ok=True)
         print(json.dumps(runners[args.child](args.seeds[0])))
         return
     rows: dict[str, list[dict]] = {name: [] for name in runners}
     for seed in args.seeds:
         for name in runners:
-            report = measure(script, name, seed)
+            report = measure(script, name, seed, args.curves)
             rows[name].append(report)
             print(f"# {name} seed {seed}: {report}", file=sys.stderr, flush=True)
     sb3_time = statistics.median(r["time_to_475"] for r in rows["sb3"])

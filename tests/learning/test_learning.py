@@ -121,7 +121,9 @@ def test_apex_dqn_two_acting_workers_one_shard_reach_475(ray_session):
     torch.set_num_threads(1)  # the learner shares the 2 cores with the workers
     result = {}
     try:
-        while not result or (result["learner_updates"] < 100_000
+        # seeds 0-2 reached 475 in ~43.5k updates, but asynchronous runs are not reproducible
+        # and one benchmark run was at 413 after 150k env steps (~75k updates): room to recover
+        while not result or (result["learner_updates"] < 150_000
                              and not result["episode_reward_mean"] >= 475):
             result = algo.train()
     finally:
