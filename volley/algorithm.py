@@ -34,7 +34,7 @@ from volley.envs import EnvCreator, SingleEnv, check_env_id, registered_creator
 from volley.errors import CheckpointError, ConfigError, TrainingError
 from volley.models import ActorCritic, Policy, build_policy
 from volley.rollout.batch import Batch
-from volley.rollout.filters import RunningStats, make_filter
+from volley.rollout.filters import FilterStats, RunningStats, make_filter
 from volley.rollout.worker import EnvStreams, RolloutWorker, SampleResult
 
 EVAL_SEED_OFFSET = 1_000_000  # evaluation environments never replay training seeds
@@ -66,6 +66,7 @@ class Algorithm(ABC):
                                                config.network)
         self.policy = policy.to(self.device)
         self.obs_filter = make_filter(config.observation_filter, self.preprocess.shape)
+        self.reward_stats = RunningStats(()) if config.normalize_rewards else None
         self.rng = np.random.default_rng(config.seed)
         self.iteration = 0
         self.timesteps_total = 0
@@ -81,6 +82,7 @@ class Algorithm(ABC):
         self._sample_time = 0.0
         self._steps_this_iter = 0
         self.setup()
+        self.eval_workers = self.make_eval_workers()
         self.workers.serve(self)
         if config.create_env_on_driver:
             self.driver_worker()  # now, so a broken environment fails at build time
@@ -104,6 +106,17 @@ class Algorithm(ABC):
         """The engine's worker group; an asynchronous algorithm hosts its actors differently."""
         return make_worker_group(self.config, type(self).postprocess, env_creator)
 
+    def make_eval_workers(self) -> WorkerGroup | None:
+        """``evaluation_num_workers`` workers built with the evaluation settings, their
+        environments seeded apart from the training ones and the driver's (None for 0)."""
+        cfg = self.config
+        if cfg.evaluation_num_workers == 0:
+            return None
+        settings = cfg.evaluation_settings().update(num_workers=cfg.evaluation_num_workers)
+        return make_worker_group(settings, type(self).postprocess, registered_creator(cfg.env),
+                                 seed_offset=EVAL_SEED_OFFSET + 1,
+                                 reserved_cpus=self.workers.num_workers * cfg.num_cpus_per_worker)
+
     def extra_state(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
         """Tensors and JSON data a subclass adds to its checkpoints (the base saves none)."""
         return {}, {}
@@ -118,8 +131,11 @@ class Algorithm(ABC):
     # -- what they share -------------------------------------------------------------------
 
     @property
-    def filter_stats(self) -> RunningStats | None:
-        return getattr(self.obs_filter, "stats", None)
+    def filter_stats(self) -> FilterStats | None:
+        """The merged statistics of the observation filter and the reward normaliser (None when
+        both are off): sent to the workers with every call, and saved in checkpoints."""
+        obs = getattr(self.obs_filter, "stats", None)
+        return None if obs is None and self.reward_stats is None else FilterStats(obs, self.reward_stats)
 
     def sample(self, num_episodes: int | None = None) -> Batch:
         """Every worker samples with the learner's current weights; one concatenated batch.
@@ -150,9 +166,10 @@ class Algorithm(ABC):
 
     def _merge(self, results: list[SampleResult]) -> None:
         """Fold the workers' filter statistics and episode counts into the learner's."""
+        filters = self.filter_stats
         for result in results:
-            if result.filter_delta is not None:
-                self.obs_filter.stats.merge(result.filter_delta)  # type: ignore[union-attr]
+            if filters is not None:
+                filters.merge(result.filter_delta)
             self._returns_this_iter.extend(result.episode_returns.tolist())
             self._recent_returns.extend(result.episode_returns.tolist())
             self._recent_lengths.extend(result.episode_lengths.tolist())
@@ -216,13 +233,16 @@ class Algorithm(ABC):
         self.workers.begin_iteration()
         self._sample_time, self._steps_this_iter, self._returns_this_iter = 0.0, 0, []
         stats = self.training_step()
-        took = time.perf_counter() - start
         self.iteration += 1
+        interval = self.config.evaluation_interval
+        evaluation = self.evaluate() if interval and self.iteration % interval == 0 else None
+        took = time.perf_counter() - start
+        eval_time = evaluation["time_s"] if evaluation is not None else 0.0
         self.timesteps_total += self._steps_this_iter
         self.episodes_total += len(self._returns_this_iter)
         self.time_total_s += took
         returns = np.asarray(self._recent_returns) if self._recent_returns else np.array([math.nan])
-        return {
+        result = {
             "training_iteration": self.iteration,
             "timesteps_total": self.timesteps_total,
             "timesteps_this_iter": self._steps_this_iter,
@@ -236,14 +256,17 @@ class Algorithm(ABC):
             "time_this_iter_s": took,
             "time_total_s": self.time_total_s,
             "sample_time_s": self._sample_time,
-            "learn_time_s": took - self._sample_time,
-            "env_steps_per_s": self._steps_this_iter / took if took > 0 else math.nan,
+            "learn_time_s": took - self._sample_time - eval_time,
+            "env_steps_per_s": self._steps_this_iter / (took - eval_time) if took > eval_time else math.nan,
             "num_workers": self.config.resolved_num_workers,
             "num_worker_restarts": self.workers.num_restarts,
             "num_env_errors": self.num_env_errors,
             "num_skipped_updates": self.num_skipped_updates,
             **stats,
         }
+        if evaluation is not None:
+            result["evaluation"] = evaluation
+        return result
 
     # -- using the policy ------------------------------------------------------------------
 
@@ -256,7 +279,8 @@ class Algorithm(ABC):
         """
         if self._driver_worker is None:
             self._driver_worker = RolloutWorker(
-                self.config, 0, type(self).postprocess, registered_creator(self.config.env),
+                self.config.evaluation_settings(), 0, type(self).postprocess,
+                registered_creator(self.config.env),
                 num_envs=1, seed_offset=EVAL_SEED_OFFSET, render_mode="rgb_array")
         return self._driver_worker
 
@@ -272,19 +296,38 @@ class Algorithm(ABC):
         return SingleEnv(self.driver_worker().env)
 
     def evaluate(self, num_episodes: int | None = None,
-                 before_step: Callable[[], None] | None = None) -> dict[str, float]:
-        """Play episodes one after another with the most likely action (no exploration) on the
-        driver's environment.
+                 before_step: Callable[[], None] | None = None) -> dict[str, Any]:
+        """Play whole episodes with the evaluation settings (``evaluation_config``; the most likely
+        action unless it sets ``explore``) and the current weights and filters, which it does
+        not update. Rewards are the environment's own (never clipped or normalised).
 
-        Returns ``episode_reward_mean``, ``episode_reward_std``, ``episode_len_mean`` and
-        ``episodes``. ``before_step`` is called before every episode step (videos grab
-        their frames there).
+        ``num_episodes`` episodes, else ``evaluation_duration`` episodes or timesteps
+        (``evaluation_duration_unit``). They are shared by the ``evaluation_num_workers``
+        evaluation workers (each plays its share, rounded up), or played one after another on
+        the driver's environment, which is also where a ``before_step`` callback (videos grab
+        their frames there) makes them go. These steps never count as training timesteps.
+
+        Returns ``episode_reward_mean`` / ``_std`` / ``_min`` / ``_max``, ``episode_len_mean``,
+        ``episodes_this_iter``, ``timesteps_this_iter`` and ``time_s``.
         """
-        episodes = num_episodes or self.config.evaluation_duration
-        returns, lengths = self.driver_worker().evaluate(
-            self.policy.get_flat_weights(), self.filter_stats, episodes, before_step)
+        start = time.perf_counter()
+        cfg = self.config
+        by_steps = num_episodes is None and cfg.evaluation_duration_unit == "timesteps"
+        amount = num_episodes or cfg.evaluation_duration
+        weights = self.policy.get_flat_weights()
+        if self.eval_workers is None or before_step is not None:
+            results = [self.driver_worker().evaluate(weights, self.filter_stats, None if by_steps else amount,
+                                                     amount if by_steps else None, before_step)]
+        else:
+            share = -(-amount // self.eval_workers.num_workers)
+            results = self.eval_workers.call("evaluate", weights, self.filter_stats,
+                                             None if by_steps else share, share if by_steps else None)
+        returns = np.concatenate([r for r, _ in results])
+        lengths = np.concatenate([n for _, n in results])
         return {"episode_reward_mean": float(returns.mean()), "episode_reward_std": float(returns.std()),
-                "episode_len_mean": float(lengths.mean()), "episodes": len(returns)}
+                "episode_reward_min": float(returns.min()), "episode_reward_max": float(returns.max()),
+                "episode_len_mean": float(lengths.mean()), "episodes_this_iter": len(returns),
+                "timesteps_this_iter": int(lengths.sum()), "time_s": time.perf_counter() - start}
 
     @torch.inference_mode()
     def compute_single_action(self, obs: Any, explore: bool = False) -> Any:
@@ -315,7 +358,8 @@ class Algorithm(ABC):
             "iteration": self.iteration, "timesteps_total": self.timesteps_total,
             "episodes_total": self.episodes_total, "time_total_s": self.time_total_s,
             "recent_returns": list(self._recent_returns), "recent_lengths": list(self._recent_lengths),
-            "filter": self.filter_stats.to_state() if self.filter_stats is not None else None,
+            "filter": self.obs_filter.stats.to_state() if hasattr(self.obs_filter, "stats") else None,
+            "reward_filter": self.reward_stats.to_state() if self.reward_stats is not None else None,
             "rng": self.rng.bit_generator.state, "optimizers": optimizers, "extra": extra,
             "faults": {"num_worker_restarts": self.workers.num_restarts,
                        "num_env_errors": self.num_env_errors,
@@ -340,8 +384,10 @@ class Algorithm(ABC):
             raise CheckpointError(f"checkpoint '{path}' does not fit this model: {exc}") from None
         torch.set_rng_state(tensors["rng.torch"])
         self.rng.bit_generator.state = state["rng"]
-        if state["filter"] is not None and self.filter_stats is not None:
+        if state["filter"] is not None and hasattr(self.obs_filter, "stats"):
             self.obs_filter.set_stats(RunningStats.from_state(state["filter"]))
+        if state.get("reward_filter") is not None and self.reward_stats is not None:
+            self.reward_stats = RunningStats.from_state(state["reward_filter"])
         self.iteration = state["iteration"]
         self.timesteps_total = state["timesteps_total"]
         self.episodes_total = state["episodes_total"]
@@ -375,6 +421,9 @@ class Algorithm(ABC):
 
     def stop(self) -> None:
         """Shut down every worker (and Ray, if this algorithm started it)."""
+        if self.eval_workers is not None:  # first: stopping the training workers may stop Ray
+            self.eval_workers.stop()
+            self.eval_workers = None
         self.workers.stop()
         if self._driver_worker is not None:
             self._driver_worker.env.close()

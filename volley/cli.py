@@ -1,4 +1,4 @@
-"""The ``volley`` command: ``volley train | tune | evaluate | plot | bench``.
+"""The ``volley`` command: ``volley train | tune | evaluate | presets | plot | bench``.
 
 User mistakes (a bad flag, an unknown environment, a corrupt checkpoint) print one
 line and exit with status 2; a traceback means a bug in volley.
@@ -90,6 +90,11 @@ def _values(text: str) -> tuple[str, list[Any]]:
 def _add_run_flags(command: argparse.ArgumentParser, workers_default: str) -> None:
     """Flags ``volley train`` and ``volley tune`` share (defaults None where a resumed run keeps
     its own setting unless the flag is given)."""
+    start = command.add_mutually_exclusive_group()
+    start.add_argument("--preset", help="start from a tuned preset (`volley presets` lists them); "
+                       "the flags below override its values")
+    start.add_argument("--config", dest="config_file", metavar="FILE.yaml",
+                       help="start from a preset file of your own (the form of volley/tuned/*.yaml)")
     command.add_argument("--algo", help="algorithm (default: ppo)")
     command.add_argument("--env", help="Gymnasium id or registered name (default: CartPole-v1)")
     command.add_argument("--workers", type=_count(0), help=f"rollout workers (default: {workers_default}; "
@@ -100,6 +105,11 @@ def _add_run_flags(command: argparse.ArgumentParser, workers_default: str) -> No
                          help="stop at this 100-episode mean return (default: the env's reward_threshold)")
     command.add_argument("--max-iters", type=_count(1), help="stop after this many iterations")
     command.add_argument("--max-timesteps", type=_count(1), help="stop after this many env steps")
+    command.add_argument("--max-time", type=_count(1), metavar="SECONDS",
+                         help="stop after this many seconds of training")
+    command.add_argument("--eval-every", type=_count(1), metavar="N",
+                         help="evaluate every N iterations (evaluation_interval; episodes: "
+                         "--set evaluation_duration=K)")
     command.add_argument("--logdir", help="parent of the run directory (default: runs)")
     command.add_argument("--checkpoint-freq", type=_count(0),
                          help="checkpoint every N iterations, and always at the end (default: 10)")
@@ -118,6 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--resume", metavar="RUN_DIR",
                        help="continue that run from its newest checkpoint, in the same directory "
                        "(its config, stop criteria and checkpoint settings unless given here)")
+    train.add_argument("--name", help="run directory name under --logdir (default: algo_env_time)")
     train.add_argument("--keep-checkpoints", type=_count(1),
                        help="keep the newest N checkpoints of the run (default: 5)")
     train.add_argument("--engine", choices=["ray", "local", "mpi"],
@@ -156,6 +167,8 @@ def build_parser() -> argparse.ArgumentParser:
     speed.add_argument("--set", dest="overrides", type=_key_value, action="append", default=[],
                        metavar="KEY=VALUE", help="any config key (repeatable)")
 
+    commands.add_parser("presets", help="the tuned presets and the results measured with them")
+
     evaluate = commands.add_parser("evaluate", help="play episodes with a checkpoint's policy")
     evaluate.add_argument("checkpoint", help="checkpoint directory (a run's 'checkpoint' link works)")
     evaluate.add_argument("--episodes", type=_count(1), default=10, help="episodes (default: 10)")
@@ -184,9 +197,13 @@ def use_cluster_auth_token() -> None:
 
 
 def _train(args: argparse.Namespace) -> int:
+    preset = _preset(args)
+    engine = args.engine or (preset.config.get("engine") if preset else None)
+    if args.nprocs is None and preset is not None and preset.nprocs and engine == "mpi" and not _under_mpiexec():
+        args.nprocs = preset.nprocs  # the preset's ranks: start mpiexec as --nprocs would
     if args.nprocs is not None:
-        if args.engine != "mpi":
-            raise ConfigError(f"--nprocs {args.nprocs} needs --engine mpi, got --engine {args.engine or 'ray'}")
+        if engine != "mpi":
+            raise ConfigError(f"--nprocs {args.nprocs} needs --engine mpi, got --engine {engine or 'ray'}")
         from volley.engines.mpi_engine import run_under_mpiexec
 
         rest = [a for i, a in enumerate(args.argv) if a != "--nprocs" and not a.startswith("--nprocs=")
@@ -218,20 +235,42 @@ def _train(args: argparse.Namespace) -> int:
     return 128 + outcome.signal if outcome.signal else 0
 
 
+def _under_mpiexec() -> bool:
+    """True in a process that mpiexec started (MPICH's or Open MPI's), without importing MPI."""
+    return "PMI_SIZE" in os.environ or "OMPI_COMM_WORLD_SIZE" in os.environ
+
+
+def _preset(args: argparse.Namespace) -> Any:
+    """The preset ``--preset`` or ``--config`` names, or None."""
+    if getattr(args, "preset", None) is None and getattr(args, "config_file", None) is None:
+        return None
+    from volley.presets import load_file, load_preset
+
+    return load_preset(args.preset) if args.preset is not None else load_file(args.config_file)
+
+
 def _overrides(args: argparse.Namespace, **flags: Any) -> dict[str, Any]:
     """Config keys given by the run flags, then by ``--set`` (which wins)."""
     flags |= {"num_envs_per_worker": args.envs_per_worker, "seed": args.seed,
-              "ray_address": args.address, "num_cpus": args.num_cpus}
+              "ray_address": args.address, "num_cpus": args.num_cpus,
+              "evaluation_interval": args.eval_every}
     return {k: v for k, v in flags.items() if v is not None} | dict(args.overrides)
 
 
 def _new_config(args: argparse.Namespace, overrides: dict[str, Any]) -> Any:
-    """A new run's config: ``--algo`` (default PPO), ``--env`` (default CartPole-v1), then the rest."""
-    from volley.algorithms import get_config_class
+    """A new run's config: ``--preset``/``--config`` if given, else ``--algo`` (default PPO) and
+    ``--env`` (default CartPole-v1); then the flags."""
+    from volley.algorithms import get_algorithm_class, get_config_class
     from volley.envs import check_env_id
 
-    config = get_config_class(args.algo or "ppo")()
-    config.update(**{"env": args.env or "CartPole-v1", **overrides})
+    preset = _preset(args)
+    if preset is None:
+        config = get_config_class(args.algo or "ppo")()
+        config.update(**{"env": args.env or "CartPole-v1", **overrides})
+    else:
+        if args.algo is not None and get_algorithm_class(args.algo) is not get_algorithm_class(preset.algo):
+            raise ConfigError(f"--algo {args.algo} but preset '{preset.name}' trains {preset.algo}")
+        config = preset.make_config({**({"env": args.env} if args.env else {}), **overrides})
     check_env_id(config.env)
     return config
 
@@ -242,7 +281,7 @@ def _stop(args: argparse.Namespace, saved: dict[str, Any]) -> Any:
 
     stop = Stop(**saved)
     for key, value in {"reward": args.stop_reward, "iterations": args.max_iters,
-                       "timesteps": args.max_timesteps}.items():
+                       "timesteps": args.max_timesteps, "time_s": args.max_time}.items():
         if value is not None:
             setattr(stop, key, value)
     return stop
@@ -264,13 +303,18 @@ def _start(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[Any, Pa
     from volley.run import run_dir_name
 
     config = _new_config(args, overrides)
+    preset = _preset(args)
     logdir = args.logdir or "runs"
     try:  # before the workers start, so a bad path costs nothing
         Path(logdir).mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ConfigError(f"--logdir '{logdir}' cannot be created: {exc.strerror or exc}") from None
+    if args.name is not None and (Path(logdir) / args.name).exists():
+        raise ConfigError(f"run directory '{Path(logdir) / args.name}' exists already; choose another "
+                          f"--name, or continue it with --resume {Path(logdir) / args.name}")
     algo = config.build()
-    return algo, Path(logdir) / run_dir_name(algo), {"stop": {"reward": _reward_threshold(config.env)}}
+    stop = dict(preset.stop) if preset is not None else {"reward": _reward_threshold(config.env)}
+    return algo, Path(logdir) / (args.name or run_dir_name(algo)), {"stop": stop}
 
 
 def _resume(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[Any, Path, dict[str, Any]]:
@@ -281,6 +325,9 @@ def _resume(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[Any, P
     from volley.run import latest_checkpoint, rewind, run_settings
 
     run_dir = Path(args.resume)
+    if args.preset is not None or args.config_file is not None:
+        raise ConfigError(f"--resume {args.resume} continues that run with its own config; drop "
+                          f"--{'preset' if args.preset is not None else 'config'}")
     if args.logdir is not None:
         raise ConfigError(f"--logdir {args.logdir} and --resume {args.resume} both choose the run "
                           "directory; give one")
@@ -307,7 +354,8 @@ def _resume(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[Any, P
 def _tune(args: argparse.Namespace) -> int:
     workers = args.workers if args.workers is not None else 0
     config = _new_config(args, _overrides(args, num_workers=workers))
-    stop = _stop(args, {"reward": _reward_threshold(config.env)})
+    preset = _preset(args)
+    stop = _stop(args, dict(preset.stop) if preset is not None else {"reward": _reward_threshold(config.env)})
     if not stop.is_set:
         raise ConfigError("volley tune needs a stop criterion: --stop-reward, --max-iters or "
                           "--max-timesteps (the env has no reward_threshold)")
@@ -354,6 +402,14 @@ def _finite(value: float) -> float:
     return value if value == value else -float("inf")  # NaN: no episode ended yet
 
 
+def _presets(args: argparse.Namespace) -> int:
+    from volley.presets import presets_table
+
+    print(presets_table())
+    print("\nvolley train --preset NAME runs one (flags override its values); see benchmarks/RESULTS.md")
+    return 0
+
+
 def _plot(args: argparse.Namespace) -> int:
     from volley.plot import save_plot
 
@@ -381,13 +437,14 @@ def _evaluate(args: argparse.Namespace) -> int:
     from volley.video import FrameRecorder, check_video_path, write_video
 
     video = check_video_path(args.video) if args.video else None
-    algo = Algorithm.from_checkpoint(args.checkpoint, engine="local", num_workers=0)
+    algo = Algorithm.from_checkpoint(args.checkpoint, engine="local", num_workers=0, mpi_mode="gather",
+                                     evaluation_num_workers=0, evaluation_interval=None)
     try:
         recorder = FrameRecorder(algo.driver_worker(), algo.config.env) if video else None
         stats = algo.evaluate(args.episodes, before_step=recorder)
     finally:
         algo.stop()
-    print(f"volley: {stats['episodes']} episodes of {algo.config.env}: return "
+    print(f"volley: {stats['episodes_this_iter']} episodes of {algo.config.env}: return "
           f"{stats['episode_reward_mean']:.2f} +/- {stats['episode_reward_std']:.2f}, "
           f"length {stats['episode_len_mean']:.1f}")
     if recorder is not None and video is not None:
@@ -408,7 +465,7 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "address", None) is not None:
             use_cluster_auth_token()  # before anything imports Ray
         commands = {"train": _train, "tune": _tune, "bench": _bench, "evaluate": _evaluate,
-                    "plot": _plot}
+                    "presets": _presets, "plot": _plot}
         return commands[args.command](args)
     except VolleyError as exc:
         if _mpi_rank() != 0 and sys.excepthook is not sys.__excepthook__:

@@ -26,7 +26,7 @@ from volley.errors import ConfigError, did_you_mean
 # The network workers act with: an actor-critic, or Q-values with a linear or dueling head (DQN)
 NetworkKind = Literal["actor_critic", "q", "dueling_q"]
 
-GROUPS = ("environment", "rollouts", "training", "resources", "framework", "debugging",
+GROUPS = ("environment", "rollouts", "training", "exploration", "resources", "framework", "debugging",
           "evaluation", "reporting", "fault_tolerance")
 
 
@@ -162,6 +162,7 @@ class AlgorithmConfig:
         "num_env_runners": "num_workers",
         "num_envs_per_env_runner": "num_envs_per_worker",
         "evaluation_num_episodes": "evaluation_duration",
+        "evaluation_num_env_runners": "evaluation_num_workers",
         "framework": "framework_str",
         "recreate_failed_workers": "restart_failed_workers",
         "restart_failed_env_runners": "restart_failed_workers",
@@ -180,6 +181,12 @@ class AlgorithmConfig:
         "deepmind", "environment", "ALE pixels: 'deepmind' 84x84 grayscale x4 frames, noop starts; "
         "'karpathy' Pong from Pixels (80x80 frame differences, 2 actions); 'none' raw frames")
     clip_actions: bool = option(True, "environment", "clip continuous actions to the action space bounds")
+    normalize_rewards: bool = option(
+        False, "environment", "divide rewards by the running std of the discounted return (SB3's "
+        "VecNormalize norm_reward), merged across workers; episode returns stay raw")
+    clip_rewards: bool | float | None = option(
+        None, "environment", "clip the rewards learned from: True takes their sign (Atari), a number "
+        "x clips to [-x, x] (before normalize_rewards); None leaves them")
 
     num_workers: int | Literal["auto"] = option(
         "auto", "rollouts", "rollout workers; 0 samples in the driver process; 'auto' is the CPU count "
@@ -209,6 +216,10 @@ class AlgorithmConfig:
 
     seed: int = option(0, "debugging", "seed of weights, sampling and environment i (seeded seed+i)")
 
+    explore: bool = option(
+        True, "exploration", "sample actions from the policy while training (False: always the most "
+        "likely action)")
+
     gamma: float = option(0.99, "training", "discount factor")
     lr: float = option(3e-4, "training", "learning rate")
     lr_schedule: list[list[float]] | None = option(
@@ -217,7 +228,23 @@ class AlgorithmConfig:
     grad_clip: float | None = option(0.5, "training", "max global gradient norm (None: no clipping)")
     model: ModelConfig = option(ModelConfig(), "training", "network settings, see ModelConfig")
 
-    evaluation_duration: int = option(10, "evaluation", "episodes Algorithm.evaluate() plays by default")
+    evaluation_interval: int | None = option(
+        None, "evaluation", "evaluate every N training iterations (results under result['evaluation']); "
+        "None: only when evaluate() is called")
+    evaluation_duration: int = option(
+        10, "evaluation", "episodes (or timesteps, see evaluation_duration_unit) an evaluation plays")
+    evaluation_duration_unit: Literal["episodes", "timesteps"] = option(
+        "episodes", "evaluation", "'episodes', or 'timesteps': whole episodes until at least that many "
+        "steps were taken")
+    evaluation_num_workers: int = option(
+        0, "evaluation", "evaluation workers (Ray actors on the Ray engine) that share the episodes; 0 "
+        "plays them on the driver's own environment")
+    evaluation_config: dict = option(
+        {}, "evaluation", "config keys that differ while evaluating, e.g. {'explore': True}; actions are "
+        "the most likely ones unless 'explore' is set here")
+    evaluation_parallel_to_training: bool = option(
+        False, "evaluation", "RLlib's overlap of evaluation with training; volley evaluates between "
+        "iterations, so only False is accepted")
 
     metrics_num_episodes_for_smoothing: int = option(
         100, "reporting", "episodes averaged in episode_reward_mean")
@@ -269,8 +296,13 @@ class AlgorithmConfig:
         """Set ``seed``."""
         return self._update_group("debugging", kwargs)
 
+    def exploration(self, **kwargs: Any) -> typing.Self:
+        """Set ``explore``."""
+        return self._update_group("exploration", kwargs)
+
     def evaluation(self, **kwargs: Any) -> typing.Self:
-        """Set ``evaluation_duration`` (episodes)."""
+        """Set ``evaluation_interval``, ``evaluation_duration`` (and its unit),
+        ``evaluation_num_workers`` (or ``evaluation_num_env_runners``), ``evaluation_config``."""
         return self._update_group("evaluation", kwargs)
 
     def reporting(self, **kwargs: Any) -> typing.Self:
@@ -392,6 +424,39 @@ class AlgorithmConfig:
                 raise ConfigError(f"model.fcnet_hiddens[{i}] must be > 0, got {width}")
         if self.mpi_mode == "allreduce" and self.engine != "mpi":
             raise ConfigError(f"mpi_mode='allreduce' needs engine='mpi', got engine={self.engine!r}")
+        if self.clip_rewards is not None and self.clip_rewards is not True and not self.clip_rewards > 0:
+            raise ConfigError(f"config key 'clip_rewards' must be True, a number > 0 or None, "
+                              f"got {self.clip_rewards!r}")
+        self._validate_evaluation()
+
+    def _validate_evaluation(self) -> None:
+        if self.evaluation_interval is not None and self.evaluation_interval <= 0:
+            raise ConfigError(f"config key 'evaluation_interval' must be > 0 or None, "
+                              f"got {self.evaluation_interval!r}")
+        if self.evaluation_num_workers < 0:
+            raise ConfigError(f"config key 'evaluation_num_workers' must be >= 0, "
+                              f"got {self.evaluation_num_workers!r}")
+        if self.evaluation_num_workers > 0 and self.engine == "mpi":
+            raise ConfigError(f"evaluation_num_workers={self.evaluation_num_workers} with engine='mpi': "
+                              "every MPI rank is a training worker; set evaluation_num_workers=0 (rank 0 "
+                              "evaluates on its own environment)")
+        if self.evaluation_parallel_to_training:
+            raise ConfigError("evaluation_parallel_to_training=True is not supported: volley evaluates "
+                              "between training iterations; leave it False")
+        nested = {"evaluation_config", "evaluation_interval", "evaluation_num_workers"} & set(
+            self.evaluation_config)
+        if nested:
+            raise ConfigError(f"evaluation_config cannot set {sorted(nested)[0]!r}")
+        if self.evaluation_config:
+            try:
+                self.evaluation_settings().validate()
+            except ConfigError as exc:
+                raise ConfigError(f"evaluation_config: {exc}") from None
+
+    def evaluation_settings(self) -> typing.Self:
+        """This config as evaluation sees it: ``evaluation_config`` on top, and no exploration
+        unless it asks for some."""
+        return self.copy().update(**{"explore": False, **self.evaluation_config, "evaluation_config": {}})
 
     # -- serialisation ----------------------------------------------------------------------
 

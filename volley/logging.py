@@ -31,7 +31,20 @@ COLUMNS = [
     ("vf_loss", "vf_loss", 8, ".3f"),
     ("entropy", "entropy", 7, ".3f"),
     ("kl", "kl", 7, ".4f"),
+    ("eval", "evaluation/episode_reward_mean", 8, ".1f"),
 ]
+
+
+def flat_items(result: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """``(key, value)`` pairs of a result whose nested dicts (``evaluation``) become
+    ``evaluation/episode_reward_mean``, as TensorBoard and the console columns name them."""
+    items: list[tuple[str, Any]] = []
+    for key, value in result.items():
+        if isinstance(value, dict):
+            items += flat_items(value, f"{prefix}{key}/")
+        else:
+            items.append((f"{prefix}{key}", value))
+    return items
 
 
 def _cell(value: Any, width: int, fmt: str) -> str:
@@ -41,7 +54,9 @@ def _cell(value: Any, width: int, fmt: str) -> str:
 
 
 def _json_safe(value: Any) -> Any:
-    """NaN and inf are not JSON; write them as null."""
+    """NaN and inf are not JSON; write them as null (inside nested results too)."""
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
@@ -118,7 +133,8 @@ class ResultLogger:
         return " ".join(name.rjust(width) for name, _, width, _ in COLUMNS)
 
     def row(self, result: dict[str, Any]) -> str:
-        return " ".join(_cell(result.get(key), width, fmt) for _, key, width, fmt in COLUMNS)
+        flat = dict(flat_items(result))
+        return " ".join(_cell(flat.get(key), width, fmt) for _, key, width, fmt in COLUMNS)
 
     def log(self, result: dict[str, Any]) -> None:
         if self.out is not None:
@@ -131,11 +147,11 @@ class ResultLogger:
                 self.bar.draw(result)
         self.rows += 1
         if self.progress is not None:
-            self.progress.write(json.dumps({k: _json_safe(v) for k, v in result.items()}) + "\n")
+            self.progress.write(json.dumps(_json_safe(result)) + "\n")
             self.progress.flush()
         if self.writer is not None:
             step = result["timesteps_total"]
-            for key, value in result.items():
+            for key, value in flat_items(result):
                 if isinstance(value, (int, float)) and math.isfinite(value):
                     self.writer.add_scalar(f"volley/{key}", value, step)
             self.writer.flush()

@@ -45,6 +45,7 @@ class Stop:
     reward: float | None = None
     iterations: int | None = None
     timesteps: int | None = None
+    time_s: float | None = None  # training seconds (time_total_s: a resumed run's earlier ones count)
 
     def reason(self, result: dict[str, Any]) -> str | None:
         """Why ``result`` ends the run, or None to go on."""
@@ -55,19 +56,22 @@ class Stop:
             return f"reached {self.iterations} iterations"
         if self.timesteps is not None and result["timesteps_total"] >= self.timesteps:
             return f"reached {self.timesteps} timesteps"
+        if self.time_s is not None and result["time_total_s"] >= self.time_s:
+            return f"trained for {self.time_s:g} s"
         return None
 
     def fraction(self, result: dict[str, Any]) -> float | None:
-        """How far ``result`` is towards the nearest iteration or timestep limit (None: no
+        """How far ``result`` is towards the nearest iteration, timestep or time limit (None: no
         such limit; a reward target says nothing about the time left)."""
         parts = [result[key] / limit for key, limit in (("training_iteration", self.iterations),
-                                                        ("timesteps_total", self.timesteps))
+                                                        ("timesteps_total", self.timesteps),
+                                                        ("time_total_s", self.time_s))
                  if limit is not None]
         return max(parts) if parts else None
 
     @property
     def is_set(self) -> bool:
-        return any(v is not None for v in (self.reward, self.iterations, self.timesteps))
+        return any(v is not None for v in (self.reward, self.iterations, self.timesteps, self.time_s))
 
 
 @dataclass

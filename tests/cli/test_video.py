@@ -130,6 +130,6 @@ def test_unrenderable_env_ends_recording_with_a_one_line_reason(monkeypatch, env
     with config.build() as algo:
         recorder = FrameRecorder(algo.driver_worker(), env)
         stats = algo.evaluate(1, before_step=recorder)
-    assert stats["episodes"] == 1  # evaluation went on without frames
+    assert stats["episodes_this_iter"] == 1  # evaluation went on without frames
     assert recorder.frames == []
     assert reason in recorder.failure and "\n" not in recorder.failure

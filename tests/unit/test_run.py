@@ -43,7 +43,7 @@ def test_keep_checkpoints_keeps_the_newest_and_the_link_names_the_last(algo, tmp
     _, manifest = read_checkpoint(tmp_path / LATEST)
     assert manifest["state"]["iteration"] == 5
     assert json.loads((tmp_path / "params.json").read_text())["run"] == {
-        "stop": {"reward": None, "iterations": 5, "timesteps": None},
+        "stop": {"reward": None, "iterations": 5, "timesteps": None, "time_s": None},
         "checkpoint_freq": 1, "keep_checkpoints": 2}
 
 

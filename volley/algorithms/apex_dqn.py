@@ -102,6 +102,9 @@ class ApexDQNConfig(DQNConfig):
         if self.observation_filter != "NoFilter":
             raise ConfigError(f"apex_dqn takes observation_filter='NoFilter', got "
                               f"{self.observation_filter!r}: workers never wait to merge statistics")
+        if self.normalize_rewards:
+            raise ConfigError("apex_dqn takes normalize_rewards=False, got True: workers never wait to "
+                              "merge statistics (clip_rewards works)")
         for key in ("num_replay_shards", "weight_sync_interval", "weight_publish_interval",
                     "replay_prefetch", "min_time_s_per_iteration"):
             if getattr(self, key) <= 0:

@@ -21,17 +21,21 @@ if TYPE_CHECKING:
 TDErrors = Callable[[Policy, Batch, AlgorithmConfig], np.ndarray]
 
 
-def make_worker_group(config: AlgorithmConfig, postprocess: Postprocess,
-                      env_creator: EnvCreator | None) -> WorkerGroup:
-    """The worker group for ``config.engine``; ``num_workers=0`` always samples in-process."""
+def make_worker_group(config: AlgorithmConfig, postprocess: Postprocess, env_creator: EnvCreator | None,
+                      seed_offset: int = 0, reserved_cpus: float = 0.0) -> WorkerGroup:
+    """The worker group for ``config.engine``; ``num_workers=0`` always samples in-process.
+
+    ``seed_offset`` shifts the global environment indices (evaluation workers use their own);
+    ``reserved_cpus`` are Ray CPUs this run's other workers hold already.
+    """
     if config.engine == "mpi":
         from volley.engines.mpi_engine import MPIWorkerGroup
         return MPIWorkerGroup(config, postprocess, env_creator)
     if config.engine == "local" or config.resolved_num_workers == 0:
         from volley.engines.local import LocalWorkerGroup
-        return LocalWorkerGroup(config, postprocess, env_creator)
+        return LocalWorkerGroup(config, postprocess, env_creator, seed_offset)
     from volley.engines.ray_engine import RayWorkerGroup
-    return RayWorkerGroup(config, postprocess, env_creator)
+    return RayWorkerGroup(config, postprocess, env_creator, seed_offset, reserved_cpus)
 
 
 def make_async_worker_group(config: ApexDQNConfig, postprocess: Postprocess,

@@ -19,8 +19,8 @@ class LocalWorkerGroup(WorkerGroup):
     """``num_sampling_workers`` in-process workers (one when ``num_workers=0``)."""
 
     def __init__(self, config: AlgorithmConfig, postprocess: Postprocess,
-                 env_creator: EnvCreator | None) -> None:
-        self.workers = [RolloutWorker(config, i, postprocess, env_creator)
+                 env_creator: EnvCreator | None, seed_offset: int = 0) -> None:
+        self.workers = [RolloutWorker(config, i, postprocess, env_creator, seed_offset=seed_offset)
                         for i in range(config.num_sampling_workers)]
         self.num_workers = len(self.workers)
 

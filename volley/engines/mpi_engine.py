@@ -39,6 +39,7 @@ from volley.engines.base import WorkerGroup
 from volley.envs import EnvCreator
 from volley.errors import ConfigError
 from volley.rollout.batch import Batch
+from volley.rollout.filters import FilterStats, RunningStats
 from volley.rollout.worker import Postprocess, RolloutWorker, SampleResult
 
 if TYPE_CHECKING:
@@ -251,7 +252,8 @@ class MPIWorkerGroup(WorkerGroup):
         result.env_steps = sum(e[3] for e in everyone)
         result.env_errors = sum(e[4] for e in everyone)
         if result.filter_delta is not None:
-            merged = type(result.filter_delta)(result.filter_delta.shape)
+            merged = FilterStats(*(None if stats is None else RunningStats(stats.shape)
+                                   for stats in (result.filter_delta.obs, result.filter_delta.reward)))
             for each in everyone:
                 merged.merge(each[2])
             result.filter_delta = merged

@@ -114,8 +114,9 @@ def init_ray(config: AlgorithmConfig) -> bool:
 RESTART_TIMEOUT_S = 120.0
 
 
-def placement(config: AlgorithmConfig, num_workers: int) -> Any:
-    """The scheduling strategy for ``num_workers`` worker actors; a ConfigError if they do not fit.
+def placement(config: AlgorithmConfig, num_workers: int, reserved_cpus: float = 0.0) -> Any:
+    """The scheduling strategy for ``num_workers`` worker actors; a ConfigError if they do not fit
+    beside the ``reserved_cpus`` that this run's other actors hold.
 
     In a placement group (a Tune trial reserves one bundle for itself and one per
     worker) the actors must use it: an explicit ``SPREAD`` would place them outside
@@ -132,9 +133,10 @@ def placement(config: AlgorithmConfig, num_workers: int) -> Any:
         available = sum(bundle.get("CPU", 0.0) for bundle in group.bundle_specs) - held
         strategy, where = PlacementGroupSchedulingStrategy(group), "this placement group (Tune trial)"
     needed = num_workers * config.num_cpus_per_worker
-    if needed > available:
+    if needed > available - reserved_cpus:
+        also = f" beside the {reserved_cpus:g} its training workers hold" if reserved_cpus else ""
         raise ConfigError(f"num_workers={num_workers} needs {needed:g} CPUs but {where} has "
-                          f"{available:g}; lower num_workers or num_cpus_per_worker")
+                          f"{available:g}{also}; lower num_workers or num_cpus_per_worker")
     return strategy
 
 
@@ -142,19 +144,19 @@ class RayWorkerGroup(WorkerGroup):
     """``num_workers`` Ray actors, each hosting one :class:`RolloutWorker`."""
 
     def __init__(self, config: AlgorithmConfig, postprocess: Postprocess,
-                 env_creator: EnvCreator | None) -> None:
+                 env_creator: EnvCreator | None, seed_offset: int = 0, reserved_cpus: float = 0.0) -> None:
         self.started_ray = init_ray(config)
         self.config = config
         self.num_workers = config.resolved_num_workers
         try:
-            strategy = placement(config, self.num_workers)
+            strategy = placement(config, self.num_workers, reserved_cpus)
         except ConfigError:
             self.stop()
             raise
         ship_by_value(env_creator)
         self._host: Any = ray.remote(num_cpus=config.num_cpus_per_worker)(_WorkerHost)
         self._strategy = strategy
-        self._worker_args = (postprocess, env_creator)
+        self._worker_args = (postprocess, env_creator, None, seed_offset)
         self.actors: list[Any] = [self._host.options(scheduling_strategy=strategy).remote()
                                   for _ in range(self.num_workers)]
         for index, ref in enumerate([self._build(i, actor) for i, actor in enumerate(self.actors)]):

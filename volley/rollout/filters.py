@@ -1,13 +1,17 @@
-"""A running mean/std observation filter whose statistics merge exactly across workers.
+"""Running statistics that workers keep and the driver merges exactly: observations and rewards.
 
 Each worker normalises with the statistics it was last sent plus what it has seen
 since, and keeps those new observations apart (``delta``). Every iteration the
 driver merges all workers' deltas into the global statistics with Chan et al.'s
 parallel update and sends the result back, so every worker ends up with the
-statistics of the concatenated data.
+statistics of the concatenated data. Two filters work this way: the observation
+filter (:class:`MeanStdFilter`) and the reward normaliser (:class:`RewardNormalizer`);
+:class:`FilterStats` carries both between driver and workers.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -102,3 +106,64 @@ class NoFilter:
 def make_filter(name: str, shape: tuple[int, ...]) -> MeanStdFilter | NoFilter:
     """The filter named by ``config.observation_filter``."""
     return MeanStdFilter(shape) if name == "MeanStdFilter" else NoFilter()
+
+
+class RewardNormalizer:
+    """Divides rewards by the running standard deviation of the discounted return, then clips.
+
+    As SB3's ``VecNormalize(norm_reward=True)`` and CleanRL's ``NormalizeReward``: each
+    environment keeps ``G ← γ·G + r`` (restarted at every episode end), its values feed the
+    running variance, and ``r / sqrt(var + 1e-8)`` is what the algorithm learns from. The
+    scale, not the sign or the mean, is what makes one learning rate and one value-loss
+    weight fit tasks whose returns differ by orders of magnitude (MuJoCo's thousands,
+    CartPole's hundreds). Episode statistics always report the raw rewards.
+    """
+
+    def __init__(self, num_envs: int, gamma: float, clip: float = 10.0) -> None:
+        self.gamma, self.clip = gamma, clip
+        self.returns = np.zeros(num_envs)
+        self.stats = RunningStats(())
+        self.delta = RunningStats(())
+
+    def __call__(self, rewards: np.ndarray, valid: np.ndarray, ended: np.ndarray,
+                 update: bool = True) -> np.ndarray:
+        """Normalised ``rewards`` ``[N]``; with ``update``, the valid steps' discounted returns
+        join the statistics first (``ended``: the envs whose episode ended on this step)."""
+        if update:
+            self.returns = self.returns * self.gamma + rewards
+            if valid.any():
+                batch_stats = RunningStats.of(self.returns[valid])
+                self.stats.merge(batch_stats)
+                self.delta.merge(batch_stats)
+            self.returns[ended] = 0.0
+        scaled = rewards / np.sqrt(self.stats.std**2 + 1e-8)
+        return np.clip(scaled, -self.clip, self.clip).astype(np.float32)
+
+    def pop_delta(self) -> RunningStats:
+        delta, self.delta = self.delta, RunningStats(())
+        return delta
+
+    def set_stats(self, stats: RunningStats) -> None:
+        self.stats = RunningStats.from_state(stats.to_state())
+
+
+@dataclass
+class FilterStats:
+    """What the workers' filters share with the driver: observation statistics and the reward
+    normaliser's return statistics (None where that filter is off). The driver sends the
+    merged ones with every sample call; workers send back what they saw since (a delta)."""
+
+    obs: RunningStats | None = None
+    reward: RunningStats | None = None
+
+    def merge(self, other: FilterStats | None) -> None:
+        """Fold ``other`` (a worker's delta) in, filter by filter."""
+        if other is None:
+            return
+        for mine, theirs in ((self.obs, other.obs), (self.reward, other.reward)):
+            if mine is not None and theirs is not None:
+                mine.merge(theirs)
+
+    def to_state(self) -> dict:
+        return {"obs": None if self.obs is None else self.obs.to_state(),
+                "reward": None if self.reward is None else self.reward.to_state()}

@@ -44,7 +44,7 @@ from volley.envs import (
 from volley.errors import EnvError, VolleyError
 from volley.models import Policy, build_policy
 from volley.rollout.batch import Batch
-from volley.rollout.filters import RunningStats, make_filter
+from volley.rollout.filters import FilterStats, RewardNormalizer, make_filter
 
 Postprocess = Callable[[dict[str, np.ndarray], AlgorithmConfig], dict[str, np.ndarray]]
 
@@ -60,7 +60,7 @@ class SampleResult:
     batch: Batch  # flat, env-major: each environment's steps in time order
     episode_returns: np.ndarray  # [episodes completed during this sample]
     episode_lengths: np.ndarray
-    filter_delta: RunningStats | None  # observation statistics gathered since the last sync
+    filter_delta: FilterStats | None  # observation and reward statistics gathered since the last sync
     env_steps: int  # valid steps taken (the batch's rows, before any were dropped)
     env_errors: int = 0  # environments that failed and were recreated during this sample
 
@@ -99,6 +99,7 @@ class RolloutWorker:
         self.preprocess, self.policy = build_policy(self.observation_space, self.action_space,
                                                     config.model, config.network)
         self.obs_filter = make_filter(config.observation_filter, self.preprocess.shape)
+        self.reward_filter = RewardNormalizer(self.num_envs, config.gamma) if config.normalize_rewards else None
         self._obs: np.ndarray | None = None  # preprocessed, unfiltered, [N, *obs_shape]
         self._seeded = False
         self._autoreset = np.zeros(self.num_envs, bool)
@@ -147,12 +148,25 @@ class RolloutWorker:
             return np.clip(actions, self.action_space.low, self.action_space.high)
         return actions
 
+    def _training_rewards(self, rewards: np.ndarray, valid: np.ndarray, ended: np.ndarray,
+                          training: bool) -> np.ndarray:
+        """What the algorithm learns from: ``clip_rewards``, then ``normalize_rewards``."""
+        clip = self.config.clip_rewards
+        if clip is True:
+            rewards = np.sign(rewards)
+        elif clip:
+            rewards = np.clip(rewards, -clip, clip)
+        if self.reward_filter is not None:
+            rewards = self.reward_filter(rewards, valid, ended, update=training)
+        return rewards
+
     @torch.inference_mode()
-    def _step_all(self, explore: bool) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
+    def _step_all(self, training: bool, explore: bool) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
         """One forward pass for all environments, one vector step; returns the step's columns and
-        the envs that failed and restarted (None when none did)."""
+        the envs that failed and restarted (None when none did). ``training`` updates the
+        filters' statistics; ``explore`` samples actions instead of taking the most likely."""
         assert self._obs is not None
-        obs = self.obs_filter(self._obs, update=explore)
+        obs = self.obs_filter(self._obs, update=training)
         dist, values = self.policy(torch.as_tensor(obs))
         actions = dist.sample(self.streams) if explore else dist.mode()
         logp = dist.log_prob(actions)
@@ -179,12 +193,12 @@ class RolloutWorker:
             terminated, truncated = terminated & ~failed, truncated | failed
         self._episode_return += rewards * valid
         self._episode_length += valid
-        self._autoreset = np.logical_or(terminated, truncated)
-        if failed is not None:
-            self._autoreset &= ~failed  # reset already
+        ended = np.logical_or(terminated, truncated)
+        self._autoreset = ended if failed is None else ended & ~failed  # failed envs were reset already
         self._obs = next_obs
         return {"obs": obs, "actions": actions_np, "logp": logp.numpy(), "values": values.numpy(),
-                "rewards": rewards, "terminated": terminated, "truncated": truncated, "valid": valid}, failed
+                "rewards": self._training_rewards(rewards, valid, ended, training),
+                "terminated": terminated, "truncated": truncated, "valid": valid}, failed
 
     # -- failed environments -----------------------------------------------------------------
 
@@ -277,7 +291,7 @@ class RolloutWorker:
         pending = np.zeros(self.num_envs, np.int64)  # steps of the unfinished episode, per env
         episode_start = np.zeros(self.num_envs, np.int64)  # where in `steps` it began, per env
         while True:
-            step, failed = self._step_all(explore=True)
+            step, failed = self._step_all(training=True, explore=self.config.explore)
             steps.append(step)
             if failed is not None:  # drop the failed envs' unfinished episodes
                 for j in np.flatnonzero(failed):
@@ -317,15 +331,26 @@ class RolloutWorker:
             columns["valid"] &= np.flip(np.logical_or.accumulate(np.flip(ends, 0), axis=0), 0)
         return columns, returns, lengths
 
-    def sample(self, weights: np.ndarray, filter_stats: RunningStats | None,
+    def _load(self, weights: np.ndarray, filters: FilterStats | None) -> None:
+        """Take the learner's weights and the merged filter statistics."""
+        self.policy.set_flat_weights(weights)
+        if filters is not None and filters.obs is not None:
+            self.obs_filter.set_stats(filters.obs)
+        if filters is not None and filters.reward is not None and self.reward_filter is not None:
+            self.reward_filter.set_stats(filters.reward)
+
+    def _pop_filter_delta(self) -> FilterStats | None:
+        obs = self.obs_filter.pop_delta()
+        reward = self.reward_filter.pop_delta() if self.reward_filter is not None else None
+        return None if obs is None and reward is None else FilterStats(obs, reward)
+
+    def sample(self, weights: np.ndarray, filters: FilterStats | None,
                num_episodes: int | None = None) -> SampleResult:
-        """Load the learner's weights and filter, then sample one fragment or whole episodes.
+        """Load the learner's weights and filters, then sample one fragment or whole episodes.
 
         With ``num_episodes``, sample whole episodes until at least that many have ended.
         """
-        self.policy.set_flat_weights(weights)
-        if filter_stats is not None:
-            self.obs_filter.set_stats(filter_stats)
+        self._load(weights, filters)
         complete = self.config.batch_mode == "complete_episodes"
         errors_before = self.num_env_errors
         columns, returns, lengths = self._rollout(complete, num_episodes)
@@ -333,9 +358,9 @@ class RolloutWorker:
         valid = columns.pop("valid").T  # [N, T]: env-major keeps each episode contiguous
         batch = Batch({key: np.swapaxes(value, 0, 1)[valid] for key, value in columns.items()})
         return SampleResult(batch, np.asarray(returns, np.float32), np.asarray(lengths, np.int64),
-                            self.obs_filter.pop_delta(), len(batch), self.num_env_errors - errors_before)
+                            self._pop_filter_delta(), len(batch), self.num_env_errors - errors_before)
 
-    def sample_and_apply(self, weights: np.ndarray, filter_stats: RunningStats | None,
+    def sample_and_apply(self, weights: np.ndarray, filter_stats: FilterStats | None,
                          fn: Callable[[Policy, Batch, AlgorithmConfig], Any],
                          num_episodes: int | None = None) -> tuple[Any, SampleResult]:
         """Sample, then return ``fn(policy, batch, config)`` computed here in place of the batch.
@@ -348,31 +373,39 @@ class RolloutWorker:
         result.batch = Batch()
         return out, result
 
-    def evaluate(self, weights: np.ndarray, filter_stats: RunningStats | None,
-                 num_episodes: int, before_step: Callable[[], None] | None = None
+    def evaluate(self, weights: np.ndarray, filters: FilterStats | None, num_episodes: int | None = None,
+                 num_steps: int | None = None, before_step: Callable[[], None] | None = None
                  ) -> tuple[np.ndarray, np.ndarray]:
-        """Play ``num_episodes`` with the policy's most likely action; returns and lengths.
+        """Play whole episodes and return their (raw) returns and lengths: ``num_episodes`` of
+        them, or with ``num_steps`` as many as it takes to reach that many steps (the episodes
+        running then are finished, so every step counted belongs to a whole episode).
 
-        Episodes are split evenly across environments before they start, so short
-        episodes are not over-represented (as in SB3's evaluate_policy).
-        ``before_step`` is called before every step environment 0 takes in an episode
-        (not on its reset steps), so a video gets one frame per episode step.
+        Actions are the most likely ones unless ``config.explore``; the filters' statistics
+        are used but not updated. Episodes are split evenly across environments before they
+        start, so short episodes are not over-represented (as in SB3's evaluate_policy).
+        ``before_step`` is called before every step environment 0 takes in an episode (not
+        on its reset steps), so a video gets one frame per episode step.
         """
-        self.policy.set_flat_weights(weights)
-        if filter_stats is not None:
-            self.obs_filter.set_stats(filter_stats)
+        self._load(weights, filters)
         self._reset()
-        quota = np.array([num_episodes // self.num_envs + (i < num_episodes % self.num_envs)
-                          for i in range(self.num_envs)])
+        if num_steps is None:
+            episodes = num_episodes or 1
+            quota = np.array([episodes // self.num_envs + (i < episodes % self.num_envs)
+                              for i in range(self.num_envs)])
+        else:
+            quota = np.full(self.num_envs, np.iinfo(np.int64).max // 2)
         returns: list[float] = []
         lengths: list[int] = []
         while quota.sum() > 0:
             if before_step is not None and not self._autoreset[0] and quota[0] > 0:
                 before_step()
-            self._step_all(explore=False)
+            self._step_all(training=False, explore=self.config.explore)
             done = self._autoreset & (quota > 0)
             self._finish_episodes(done, returns, lengths)
             quota -= done
+            if num_steps is not None and sum(lengths) + self._episode_length[quota > 0].sum() >= num_steps:
+                quota = np.where((quota > 0) & ~self._autoreset, 1, 0)  # finish what runs, start none
+                num_steps = None
         self._obs = None  # the next sample() starts from fresh episodes
         return np.asarray(returns), np.asarray(lengths)
 

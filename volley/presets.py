@@ -1,0 +1,125 @@
+"""Tuned presets: one YAML file per (algorithm, task), with the result measured with it.
+
+Like rl-zoo's ``hyperparams/*.yml`` and RLlib's ``tuned_examples/``, a preset says what
+to train and how, and what that gave on a named machine, so a user can reproduce it
+(``volley train --preset ppo-halfcheetah``) or start from it. The shipped ones live in
+``volley/tuned/`` (inside the wheel); ``volley train --config FILE.yaml`` reads a user's
+file of the same form::
+
+    description: one line on where the settings come from
+    algo: ppo                      # an algorithm name (volley.algorithms.ALGORITHMS)
+    env: HalfCheetah-v5            # a Gymnasium id or registered name
+    nprocs: 2                      # optional: MPI ranks, when config.engine is mpi
+    config: {gamma: 0.98, ...}     # config keys (RLlib aliases accepted), on the algorithm's defaults
+    stop: {timesteps: 1000000}     # any of reward, iterations, timesteps, time_s
+    result: {...}                  # optional: what this preset measured (return, steps, time, ...)
+
+Flags given to ``volley train`` override the preset's values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from volley.algorithms import get_config_class
+from volley.config import AlgorithmConfig
+from volley.errors import ConfigError, VolleyError, did_you_mean
+
+TUNED = Path(__file__).parent / "tuned"
+KEYS = ("description", "algo", "env", "nprocs", "config", "stop", "result")
+STOP_KEYS = ("reward", "iterations", "timesteps", "time_s")
+
+
+@dataclass
+class Preset:
+    """A parsed preset; :meth:`make_config` turns it into a validated algorithm config."""
+
+    name: str
+    algo: str
+    env: str
+    config: dict[str, Any] = field(default_factory=dict)
+    stop: dict[str, float] = field(default_factory=dict)
+    nprocs: int | None = None
+    description: str = ""
+    result: dict[str, Any] | None = None
+
+    def make_config(self, overrides: dict[str, Any] | None = None) -> AlgorithmConfig:
+        """The algorithm's config with the preset's keys and then ``overrides`` applied."""
+        config = get_config_class(self.algo)().update(env=self.env, **self.config)
+        return config.update(**(overrides or {}))
+
+
+def preset_names() -> list[str]:
+    """The presets shipped with volley, sorted."""
+    return sorted(path.stem for path in TUNED.glob("*.yaml"))
+
+
+def load_preset(name: str) -> Preset:
+    """The shipped preset ``name``; a ConfigError naming it (and close names) if there is none."""
+    path = TUNED / f"{name}.yaml"
+    if not path.is_file():
+        names = preset_names()
+        raise ConfigError(f"unknown preset '{name}'{did_you_mean(name, names)} "
+                          f"(`volley presets` lists all {len(names)})")
+    return load_file(path, name)
+
+
+def load_file(path: str | Path, name: str | None = None) -> Preset:
+    """A preset from a YAML file; every mistake is one ConfigError naming the file."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file '{path}': {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        at = f" at line {where.line + 1}" if where is not None else ""
+        raise ConfigError(f"config file '{path}' is not valid YAML{at}: "
+                          f"{getattr(exc, 'problem', None) or exc}") from None
+    try:
+        preset = _parse(data, name or path.stem)
+        preset.make_config().validate()
+    except VolleyError as exc:
+        raise ConfigError(f"config file '{path}': {exc}") from None
+    return preset
+
+
+def _parse(data: Any, name: str) -> Preset:
+    if not isinstance(data, dict):
+        raise ConfigError(f"must be a mapping with keys {', '.join(KEYS)}, got {type(data).__name__}")
+    unknown = [key for key in data if key not in KEYS]
+    if unknown:
+        raise ConfigError(f"unknown key {unknown[0]!r}{did_you_mean(str(unknown[0]), KEYS)}")
+    for key in ("algo", "env"):
+        if not isinstance(data.get(key), str):
+            raise ConfigError(f"'{key}' must be a string, got {data.get(key)!r}")
+    for key in ("config", "stop", "result"):
+        if data.get(key) is not None and not isinstance(data[key], dict):
+            raise ConfigError(f"'{key}' must be a mapping, got {data[key]!r}")
+    stop = data.get("stop") or {}
+    for key, value in stop.items():
+        if key not in STOP_KEYS:
+            raise ConfigError(f"unknown stop criterion {key!r}{did_you_mean(str(key), STOP_KEYS)}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"stop criterion '{key}' must be a number, got {value!r}")
+    nprocs = data.get("nprocs")
+    if nprocs is not None and (isinstance(nprocs, bool) or not isinstance(nprocs, int) or nprocs < 1):
+        raise ConfigError(f"'nprocs' must be an integer >= 1, got {nprocs!r}")
+    return Preset(name=name, algo=data["algo"], env=data["env"], config=dict(data.get("config") or {}),
+                  stop=dict(stop), nprocs=nprocs, description=str(data.get("description") or ""),
+                  result=data.get("result"))
+
+
+def presets_table() -> str:
+    """A markdown table of the shipped presets with what each measured (``volley presets``)."""
+    lines = ["| preset | algorithm | environment | stop | measured |", "| --- | --- | --- | --- | --- |"]
+    for name in preset_names():
+        preset = load_preset(name)
+        stop = ", ".join(f"{key} {value:,g}" for key, value in preset.stop.items()) or "-"
+        measured = preset.result.get("summary", "-") if preset.result else "not measured yet"
+        lines.append(f"| {name} | {preset.algo} | {preset.env} | {stop} | {measured} |")
+    return "\n".join(lines)
