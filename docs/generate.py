@@ -1,6 +1,8 @@
 """Regenerate the parts of docs/ made from the config classes: python docs/generate.py
 
 - ``docs/configuration.md``: every key of every algorithm, wholly generated.
+- ``docs/rllib.md``: every RLlib spelling (``volley.rllib_compat`` and the config classes'
+  ``ALIASES``) and what volley does with it, wholly generated.
 - ``docs/index.md``: its list of algorithm pages, between the markers.
 - ``docs/algorithms/<name>.md``: one page per entry of ``volley.algorithms.ALGORITHMS``.
   The text above the BEGIN marker is written by hand and kept as it is; the block
@@ -20,6 +22,15 @@ from pathlib import Path
 from volley.algorithm import Algorithm
 from volley.algorithms import ALGORITHMS
 from volley.config import AlgorithmConfig, reference_markdown
+from volley.rllib_compat import (
+    BUILDER_GROUPS,
+    LEARNER_STATS,
+    RLLIB_KEYS,
+    RLlibKey,
+    evaluation_views,
+    rllib_key,
+    training_views,
+)
 
 DOCS = Path(__file__).parent
 ALGORITHM_PAGES = DOCS / "algorithms"
@@ -40,6 +51,140 @@ command line with `volley train --set key=value`.
 def render() -> str:
     """docs/configuration.md."""
     return HEADER + "\n".join(reference_markdown(cls.config_class) for cls in ALGORITHMS.values())
+
+
+RLLIB_HEADER = """# Coming from RLlib
+
+A script written for RLlib runs on volley with only its import changed:
+
+```python
+from volley import PPOConfig          # was: from ray.rllib.algorithms.ppo import PPOConfig
+from volley import Algorithm          # was: from ray.rllib.algorithms.algorithm import Algorithm
+from volley import register_env       # was: from ray.tune.registry import register_env
+
+algo = (PPOConfig()
+        .environment("CartPole-v1")
+        .env_runners(num_env_runners=2)
+        .training(gamma=0.9, lr=0.01, kl_coeff=0.3, train_batch_size=4000)
+        .build())
+for _ in range(5):
+    result = algo.train()
+    print(result["env_runners"]["episode_return_mean"], result["episode_reward_mean"])  # the same
+print(algo.evaluate())
+```
+
+`tests/cli/test_rllib_scripts.py` runs RLlib's quick-start, "RLlib in 60 seconds" and a
+classic course exercise (train, save, `Algorithm.from_checkpoint`, `compute_single_action`)
+this way. Below: what volley does with each of RLlib's methods, result keys and config
+keys. The config-key and result-key tables are generated from the code (`python
+docs/generate.py`, from `volley/rllib_compat.py` and the config classes);
+`tests/unit/test_docs.py` fails when this page is stale, and `tests/unit/test_rllib.py`
+sets every key below through the builder method named and checks that it does what
+this page says.
+
+A key volley does not implement is refused in one line that names it, says so and
+says what to use instead, e.g. `RLlib's num_gpus_per_worker=1 is not supported by
+volley: rollout workers act on the CPU; num_gpus gives the learner a GPU`. Where its
+value asks for what volley does anyway (`num_gpus_per_worker=0`, `model={"use_lstm":
+False}`) it is accepted and changes nothing.
+
+## Methods
+
+| RLlib | volley |
+| --- | --- |
+| `config.build()`, `config.build(env="CartPole-v1")`, `config.build_algo()` | the same; `env` is set on the config first, as in RLlib |
+| `config.environment(env=MyEnv, env_config={...})` with a `gymnasium.Env` subclass or a creator function | the same: it is called as `MyEnv(env_config)` and travels to Ray workers like a `register_env` creator. The config (and a checkpoint) keeps the name `"module:MyEnv"`; restoring it in another process needs `MyEnv` imported there (a `gymnasium.Env` subclass of an imported module, or a function of the running script), else a one-line error says so |
+| `config["lr"]`, `config["lr"] = 1e-3`, `config.get("lr")`, `config.update_from_dict({...})`, `config.to_dict()`, `PPOConfig.from_dict(d)`, `config.copy(copy_frozen=False)`, `config.freeze()`, `config.validate()` | the same; a frozen config (and every built algorithm's `algo.config`) refuses changes in one line |
+| `algo.train()` | the same; the result has volley's flat keys and RLlib's nested ones (below) |
+| `algo.evaluate()` | the same, with `evaluation_*` settings; returns the flat keys, `env_runners` (new stack) and `evaluation` (old stack's wrapper) |
+| `algo.save()`, `algo.save(dir)`, `algo.save_to_path()` | the same: a checkpoint directory (JSON + safetensors, atomic); without a directory it goes to `~/volley_results/<Algo>_<env>_<time>/checkpoint_<iteration>`; the string returned also has RLlib 2.x's `.checkpoint.path` |
+| `algo.restore(path)`, `algo.restore_from_path(path)`, `Algorithm.from_checkpoint(path)` | the same (volley checkpoints only) |
+| `algo.compute_single_action(obs, explore=False)` | the same, the action as the environment gets it (`normalize_actions`, `clip_actions`); without `explore` volley returns the most likely action, where RLlib samples (its default is the config's `explore`) |
+| `algo.get_policy()`, `.get_weights()`, `.set_weights(w)` | the torch module being trained; weights are `{name: numpy array}` |
+| `algo.get_weights()`, `algo.set_weights(w)` | `{"default_policy": {name: numpy array}}`, as RLlib returns them: copy them into another algorithm with the same network, or save them with numpy |
+| `algo.iteration`, `algo.config`, `algo.stop()` | the same |
+| `algo.get_module()`, `algo.env_runner_group`, `algo.learner_group` | not in volley: `algo.get_policy()` is the network, `algo.workers` the rollout workers |
+
+## Results
+
+`train()` returns volley's flat keys (`episode_reward_mean`, `timesteps_total`, the
+algorithm's statistics such as `policy_loss`), the keys of RLlib's old stack, and beside
+them the new stack's nested keys with the same numbers. `progress.jsonl`, TensorBoard
+and the console record the flat keys only, so no number is written twice.
+
+"""
+
+
+def result_rows(view: dict, prefix: str = "") -> list[str]:
+    """Table rows ``| nested key | flat key |`` of a view built from a result whose values are
+    their own flat names."""
+    rows = []
+    for key, value in view.items():
+        if isinstance(value, dict):
+            rows += result_rows(value, f"{prefix}{key}/")
+        else:
+            rows.append(f"| `{prefix}{key}` | `{value}` |")
+    return rows
+
+
+def render_results() -> str:
+    """The result-key table, from ``training_views`` and ``evaluation_views`` themselves."""
+    flat = {key: key for key in ("episode_reward_mean", "episode_reward_min", "episode_reward_max",
+                                 "episode_len_mean", "episodes_this_iter", "timesteps_this_iter",
+                                 "episodes_total", "timesteps_total")}
+    views = training_views(flat, {key: key for key in LEARNER_STATS})
+    evaluation = {"evaluation": {"env_runners": evaluation_views(flat)["env_runners"]}}
+    return "\n".join(["| RLlib's key | volley's flat key |", "| --- | --- |", *result_rows(views),
+                      *result_rows(evaluation), "",
+                      "Every other statistic of the algorithm is under its volley name in "
+                      "`learners/default_policy/` and `info/learner/default_policy/learner_stats/`.", ""])
+
+
+def applies(entry: RLlibKey, config_class: type[AlgorithmConfig]) -> bool:
+    """Whether ``config_class`` takes RLlib's key as ``entry`` says (a ``same`` key: where the field
+    exists; a key with entries for several algorithms: the one the builder finds)."""
+    if entry.kind == "same":
+        return entry.name in config_class.field_specs()
+    return rllib_key(entry.name, config_class.algo_names()) is entry
+
+
+def rllib_rows() -> list[tuple[str, str, str, str]]:
+    """``(group, key, volley, for)`` for every entry of the table and every alias."""
+    classes = {name: algorithm.config_class for name, algorithm in ALGORITHMS.items()}
+
+    def names(matching: list[str]) -> str:
+        if not matching:
+            raise SystemExit("docs/generate.py: an RLlib key applies to no algorithm")
+        return "all" if len(matching) == len(classes) else ", ".join(
+            ALGORITHMS[name].__name__ for name in matching)
+
+    rows = [(entry.groups[0], entry.name.removeprefix("model."), entry.volley,
+             names([n for n, c in classes.items() if applies(entry, c)])) for entry in RLLIB_KEYS]
+    aliases = {(alias, target) for c in classes.values() for alias, target in c.ALIASES.items()}
+    for alias, target in sorted(aliases):
+        group = next(c.field_specs()[target][0].metadata["group"] for c in classes.values()
+                     if c.ALIASES.get(alias) == target)
+        rows.append((group, alias, f"`{target}`",
+                     names([n for n, c in classes.items() if c.ALIASES.get(alias) == target])))
+    return rows
+
+
+GROUP_TITLES = {"rollouts": "`.env_runners()` / `.rollouts()`",
+                "model": "`model={...}` (in `.training()`, or `.rl_module(model_config=...)`)"}
+
+
+def render_rllib() -> str:
+    """docs/rllib.md."""
+    rows = rllib_rows()
+    lines = [RLLIB_HEADER.rstrip("\n"), "", render_results(), "## Config keys", "",
+             "By the builder method RLlib sets them with (volley's `update(**keys)` takes any of them). "
+             "*for*: the volley algorithms that take the key.", ""]
+    for group in BUILDER_GROUPS:
+        lines += [f"### {GROUP_TITLES.get(group, f'`.{group}()`')}", "", "| RLlib key | volley | for |",
+                  "| --- | --- | --- |"]
+        lines += [f"| `{key}` | {volley} | {where} |" for g, key, volley, where in sorted(rows) if g == group]
+        lines.append("")
+    return "\n".join(lines)
 
 
 def own_keys(config_class: type[AlgorithmConfig]) -> list[str]:
@@ -100,7 +245,8 @@ def render_index(current: str) -> str:
 def pages() -> dict[Path, str]:
     """Every generated file and the text it should have."""
     index = DOCS / "index.md"
-    expected = {DOCS / "configuration.md": render(), index: render_index(index.read_text())}
+    expected = {DOCS / "configuration.md": render(), DOCS / "rllib.md": render_rllib(),
+                index: render_index(index.read_text())}
     for name, algorithm in ALGORITHMS.items():
         path = ALGORITHM_PAGES / f"{name}.md"
         expected[path] = render_page(name, algorithm, path.read_text() if path.exists() else None)

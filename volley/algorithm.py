@@ -10,6 +10,7 @@ observation filter, episode statistics, timing) lives here.
 from __future__ import annotations
 
 import math
+import re
 import time
 from abc import ABC, abstractmethod
 from collections import deque
@@ -23,6 +24,7 @@ import torch
 from torch import nn
 
 from volley.checkpoint import (
+    SavedCheckpoint,
     flatten_optimizer,
     read_checkpoint,
     unflatten_optimizer,
@@ -30,9 +32,10 @@ from volley.checkpoint import (
 )
 from volley.config import AlgorithmConfig
 from volley.engines import WorkerGroup, make_worker_group
-from volley.envs import EnvCreator, SingleEnv, check_env_id, registered_creator
+from volley.envs import EnvCreator, SingleEnv, check_env_id, env_actions, registered_creator
 from volley.errors import CheckpointError, ConfigError, TrainingError
 from volley.models import ActorCritic, Policy, build_policy
+from volley.rllib_compat import DEFAULT_POLICY, evaluation_views, training_views
 from volley.rollout.batch import Batch
 from volley.rollout.filters import FilterStats, RunningStats, make_filter
 from volley.rollout.worker import EnvStreams, RolloutWorker, SampleResult
@@ -56,14 +59,17 @@ class Algorithm(ABC):
                               "use mpi_mode='gather'")
         if config.num_gpus > 0 and not torch.cuda.is_available():
             raise ConfigError(f"num_gpus={config.num_gpus:g} but torch sees no CUDA device")
+        config.freeze()  # as in RLlib: a built algorithm never sees its config change
         check_env_id(config.env)
+        if config.num_cpus_for_driver is not None:
+            torch.set_num_threads(config.num_cpus_for_driver)  # the learner's threads
         self.config = config
         self.device = torch.device("cuda" if config.num_gpus > 0 else "cpu")
         self.workers = self.make_workers(registered_creator(config.env))
         self.observation_space, self.action_space = self.workers.call("spaces")[0]
         torch.manual_seed(config.seed)  # after local workers exist, so every engine inits alike
         self.preprocess, policy = build_policy(self.observation_space, self.action_space, config.model,
-                                               config.network)
+                                               config.network, config.head_hiddens)
         self.policy = policy.to(self.device)
         self.obs_filter = make_filter(config.observation_filter, self.preprocess.shape)
         self.reward_stats = RunningStats(()) if config.normalize_rewards else None
@@ -79,6 +85,7 @@ class Algorithm(ABC):
         self._recent_returns: deque[float] = deque(maxlen=config.metrics_num_episodes_for_smoothing)
         self._recent_lengths: deque[int] = deque(maxlen=config.metrics_num_episodes_for_smoothing)
         self._driver_worker: RolloutWorker | None = None
+        self._results_dir: Path | None = None  # where save() without a path writes
         self._sample_time = 0.0
         self._steps_this_iter = 0
         self.setup()
@@ -176,6 +183,11 @@ class Algorithm(ABC):
             self._steps_this_iter += result.env_steps
             self.num_env_errors += result.env_errors
 
+    def replica_mean(self, value: float) -> float:
+        """``value`` averaged over data-parallel replicas (MPI allreduce mode), else ``value``: what
+        replicas adapt from their own data (PPO's KL penalty) they must adapt alike."""
+        return float(self.workers.average_over_replicas(np.array([value]))[0])
+
     def reduce_gradients(self, parameters: Iterable[torch.Tensor]) -> None:
         """Called between ``backward()`` and the optimizer step: averages the gradients over
         data-parallel replicas where there are some (the MPI engine's allreduce mode)."""
@@ -228,11 +240,22 @@ class Algorithm(ABC):
         return float(np.interp(self.timesteps_total, steps, values))
 
     def train(self) -> dict[str, Any]:
-        """Run one training iteration and return its flat result dict."""
+        """Run one training iteration and return its result dict: flat keys (``episode_reward_mean``,
+        ``timesteps_total``, the algorithm's statistics, ...), which progress.jsonl and TensorBoard
+        record, and RLlib's nested views of the same numbers, which they do not
+        (``result["env_runners"]["episode_return_mean"]``, ``result["learners"]["default_policy"]``;
+        see ``volley.rllib_compat.training_views``).
+
+        The training step repeats until ``min_sample_timesteps_per_iteration`` steps were sampled
+        and ``min_time_s_per_iteration`` seconds passed (once by default).
+        """
         start = time.perf_counter()
         self.workers.begin_iteration()
         self._sample_time, self._steps_this_iter, self._returns_this_iter = 0.0, 0, []
         stats = self.training_step()
+        while (self._steps_this_iter < self.config.min_sample_timesteps_per_iteration
+               or time.perf_counter() - start < self.config.min_time_s_per_iteration):
+            stats = self.training_step()
         self.iteration += 1
         interval = self.config.evaluation_interval
         evaluation = self.evaluate() if interval and self.iteration % interval == 0 else None
@@ -265,8 +288,8 @@ class Algorithm(ABC):
             **stats,
         }
         if evaluation is not None:
-            result["evaluation"] = evaluation
-        return result
+            result["evaluation"] = {k: v for k, v in evaluation.items() if k != "evaluation"}
+        return {**result, **training_views(result, stats)}
 
     # -- using the policy ------------------------------------------------------------------
 
@@ -308,7 +331,9 @@ class Algorithm(ABC):
         their frames there) makes them go. These steps never count as training timesteps.
 
         Returns ``episode_reward_mean`` / ``_std`` / ``_min`` / ``_max``, ``episode_len_mean``,
-        ``episodes_this_iter``, ``timesteps_this_iter`` and ``time_s``.
+        ``episodes_this_iter``, ``timesteps_this_iter`` and ``time_s``, and RLlib's views of them:
+        the new stack's ``env_runners`` (``episode_return_mean``, ...) and the old stack's
+        ``evaluation`` (RLlib's ``algo.evaluate()["evaluation"]["episode_reward_mean"]``).
         """
         start = time.perf_counter()
         cfg = self.config
@@ -324,14 +349,16 @@ class Algorithm(ABC):
                                              None if by_steps else share, share if by_steps else None)
         returns = np.concatenate([r for r, _ in results])
         lengths = np.concatenate([n for _, n in results])
-        return {"episode_reward_mean": float(returns.mean()), "episode_reward_std": float(returns.std()),
+        flat = {"episode_reward_mean": float(returns.mean()), "episode_reward_std": float(returns.std()),
                 "episode_reward_min": float(returns.min()), "episode_reward_max": float(returns.max()),
                 "episode_len_mean": float(lengths.mean()), "episodes_this_iter": len(returns),
                 "timesteps_this_iter": int(lengths.sum()), "time_s": time.perf_counter() - start}
+        return {**flat, **evaluation_views(flat)}
 
     @torch.inference_mode()
     def compute_single_action(self, obs: Any, explore: bool = False) -> Any:
-        """The action for one observation (the most likely one unless ``explore``)."""
+        """The action for one observation (the most likely one unless ``explore``), as the
+        environment receives it (``normalize_actions``, ``clip_actions``), as in RLlib."""
         processed = self.obs_filter(self.preprocess(_batch_of_one(obs), 1), update=False)
         dist, _ = self.policy(torch.as_tensor(processed, device=self.device))
         if explore:
@@ -340,12 +367,43 @@ class Algorithm(ABC):
             action = dist.sample(self._single_streams)
         else:
             action = dist.mode()
-        return action.cpu().numpy()[0]
+        cfg = self.config
+        return env_actions(action.cpu().numpy(), self.action_space, cfg.normalize_actions, cfg.clip_actions)[0]
+
+    # -- RLlib's policy API: one policy, "default_policy" ------------------------------------
+
+    def get_policy(self, policy_id: str = DEFAULT_POLICY) -> Policy:
+        """The network being trained, a torch module (RLlib's ``algo.get_policy()``): its
+        ``get_weights()`` are numpy arrays by name and ``set_weights()`` loads them; the next
+        ``train()`` sends them to the workers. volley trains one policy, ``"default_policy"``."""
+        if policy_id != DEFAULT_POLICY:
+            raise ConfigError(f"no policy {policy_id!r}: volley trains one policy, {DEFAULT_POLICY!r}")
+        return self.policy
+
+    def get_weights(self, policies: Iterable[str] | None = None) -> dict[str, dict[str, np.ndarray]]:
+        """``{"default_policy": weights}`` as RLlib returns them, to give to ``set_weights()`` of another
+        algorithm with the same network (or to save with numpy)."""
+        return {policy_id: self.get_policy(policy_id).get_weights() for policy_id in policies or [DEFAULT_POLICY]}
+
+    def set_weights(self, weights: dict[str, dict[str, Any]]) -> None:
+        """Load :meth:`get_weights` output (policy ids as keys, as in RLlib)."""
+        for policy_id, policy_weights in weights.items():
+            self.get_policy(policy_id).set_weights(policy_weights)
 
     # -- checkpoints -----------------------------------------------------------------------
 
-    def save(self, path: str | Path) -> str:
-        """Write a checkpoint directory at ``path`` (atomically) and return its path."""
+    def save(self, path: str | Path | None = None) -> SavedCheckpoint:
+        """Write a checkpoint directory at ``path`` (atomically) and return its path.
+
+        Without ``path``, as in RLlib, it goes to ``~/volley_results/<Algo>_<env>_<time>/
+        checkpoint_<iteration>``. The path returned is a string that also answers RLlib 2.x's
+        ``algo.save().checkpoint.path``.
+        """
+        if path is None:
+            if self._results_dir is None:
+                name = f"{type(self).__name__}_{self.config.env}_{time.strftime('%Y-%m-%d_%H-%M-%S')}"
+                self._results_dir = Path.home() / "volley_results" / re.sub(r"[^\w.-]", "-", name)
+            path = self._results_dir / f"checkpoint_{self.iteration:06d}"
         tensors = {f"policy.{k}": v for k, v in self.policy.state_dict().items()}
         optimizers = {}
         for name, optimizer in self.optimizers().items():
@@ -366,7 +424,15 @@ class Algorithm(ABC):
                        "num_skipped_updates": self.num_skipped_updates},
         }
         manifest = {"algorithm": type(self).__name__, "config": self.config.to_dict(), "state": state}
-        return str(write_checkpoint(path, tensors, manifest))
+        return SavedCheckpoint(write_checkpoint(path, tensors, manifest))
+
+    def save_to_path(self, path: str | Path | None = None) -> str:
+        """RLlib's newer name of :meth:`save`."""
+        return self.save(path)
+
+    def restore_from_path(self, path: str | Path) -> None:
+        """RLlib's newer name of :meth:`restore`."""
+        self.restore(path)
 
     def restore(self, path: str | Path) -> None:
         """Load weights, optimizer, filter, counters and RNG state from a checkpoint."""

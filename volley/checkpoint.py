@@ -48,6 +48,19 @@ def fsync(path: Path) -> None:
         os.close(fd)
 
 
+class SavedCheckpoint(str):
+    """The path of a checkpoint ``Algorithm.save()`` wrote: a string, which also answers RLlib 2.x's
+    ``algo.save().checkpoint.path`` (there, ``save()`` returns a result holding a checkpoint)."""
+
+    @property
+    def checkpoint(self) -> SavedCheckpoint:
+        return self
+
+    @property
+    def path(self) -> str:
+        return str(self)
+
+
 def write_checkpoint(path: str | os.PathLike, tensors: dict[str, torch.Tensor],
                      manifest: dict[str, Any]) -> Path:
     """Write ``tensors`` and ``manifest`` (JSON data) to directory ``path``, atomically.

@@ -11,23 +11,23 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import json
 import math
-import numbers
 import os
-import types
 import typing
 from collections.abc import Collection
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, Union
+from typing import Any, ClassVar, Literal
 
-from volley.errors import ConfigError, did_you_mean
+from volley.coercion import coerce, type_name
+from volley.errors import ConfigError, did_you_mean, shown
+from volley.rllib_compat import env_name, rllib_key
 
 # The network workers act with: an actor-critic, or Q-values with a linear or dueling head (DQN)
 NetworkKind = Literal["actor_critic", "q", "dueling_q"]
 
 GROUPS = ("environment", "rollouts", "training", "exploration", "resources", "framework", "debugging",
-          "evaluation", "reporting", "fault_tolerance")
+          "evaluation", "reporting", "fault_tolerance", "learners", "api_stack", "rl_module", "multi_agent",
+          "callbacks", "offline_data", "checkpointing")
 
 
 def option(default: Any, group: str, help: str) -> Any:
@@ -51,100 +51,6 @@ class ModelConfig:
         default=False, metadata={"help": "share the MLP body between policy and value (CNNs always share)"})
     log_std_init: float = field(
         default=0.0, metadata={"help": "initial log standard deviation of a Gaussian policy"})
-
-
-def _type_name(hint: Any) -> str:
-    origin = typing.get_origin(hint)
-    if origin is Literal:
-        return " or ".join(repr(a) for a in typing.get_args(hint))
-    if origin in (Union, types.UnionType):
-        return " or ".join(_type_name(a) for a in typing.get_args(hint))
-    if hint is type(None):
-        return "None"
-    if origin is not None:
-        return str(hint).replace("typing.", "")
-    return getattr(hint, "__name__", str(hint))
-
-
-def shown(value: Any, limit: int = 80) -> str:
-    """``repr(value)``, cut to ``limit`` characters so one error message stays one paragraph."""
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
-def _is_json_data(value: Any) -> bool:
-    """True when ``value`` survives a JSON round trip unchanged (checkpoints store the config as JSON)."""
-    try:
-        return bool(json.loads(json.dumps(value, allow_nan=False)) == value)
-    except (TypeError, ValueError, RecursionError):
-        return False
-
-
-def _coerce(key: str, value: Any, hint: Any) -> Any:
-    """Return ``value`` as type ``hint`` (an int is a valid float), or raise a ConfigError naming it.
-
-    numpy numbers count as numbers (values often come from numpy sweeps); floats must
-    be finite, since NaN slips through every range check (``nan <= 0`` is False).
-    """
-    origin = typing.get_origin(hint)
-    args = typing.get_args(hint)
-    bad = ConfigError(f"config key '{key}' must be {_type_name(hint)}, got {shown(value)} "
-                      f"({type(value).__name__})")
-    if origin in (Union, types.UnionType):
-        for arg in args:
-            try:
-                return _coerce(key, value, arg)
-            except ConfigError:
-                continue
-        raise bad
-    if origin is Literal:
-        for arg in args:  # compare like with like: 1 == True, and numpy arrays compare elementwise
-            if type(value) is type(arg) and value == arg:
-                return value
-        hint_text = did_you_mean(str(value), [str(a) for a in args])
-        raise ConfigError(f"config key '{key}' must be {_type_name(hint)}, got {shown(value)}{hint_text}")
-    if hint is type(None):
-        if value is None:
-            return None
-        raise bad
-    if hint is bool:
-        if isinstance(value, bool):
-            return value
-        raise bad
-    if hint is int:
-        if isinstance(value, numbers.Integral) and not isinstance(value, bool):
-            return int(value)
-        if isinstance(value, numbers.Real) and math.isfinite(value) and float(value).is_integer():
-            return int(float(value))
-        raise bad
-    if hint is float:
-        if isinstance(value, numbers.Real) and not isinstance(value, bool):
-            try:
-                number = float(value)
-            except OverflowError:  # an int beyond the float range
-                raise bad from None
-            if math.isfinite(number):
-                return number
-        raise bad
-    if hint is str:
-        if isinstance(value, str):
-            return value
-        raise bad
-    if origin is list:
-        if not isinstance(value, (list, tuple)):
-            raise bad
-        (item,) = args
-        return [_coerce(f"{key}[{i}]", v, item) for i, v in enumerate(value)]
-    if origin is dict or hint is dict:
-        if not isinstance(value, dict):
-            raise bad
-        if not _is_json_data(value):
-            raise ConfigError(f"config key '{key}' must hold JSON data (str keys; numbers, strings, "
-                              f"lists, dicts; checkpoints save it), got {shown(value)}")
-        return copy.deepcopy(value)
-    if dataclasses.is_dataclass(hint):
-        return value
-    raise TypeError(f"unsupported config type {hint!r} for '{key}'")  # a bug in volley, not user input
 
 
 @dataclass(kw_only=True)
@@ -181,6 +87,9 @@ class AlgorithmConfig:
         "deepmind", "environment", "ALE pixels: 'deepmind' 84x84 grayscale x4 frames, noop starts; "
         "'karpathy' Pong from Pixels (80x80 frame differences, 2 actions); 'none' raw frames")
     clip_actions: bool = option(True, "environment", "clip continuous actions to the action space bounds")
+    normalize_actions: bool = option(
+        False, "environment", "continuous actions: the policy acts in [-1, 1], rescaled to the action "
+        "space's bounds (RLlib's default); False: in the space's own units, clipped by clip_actions")
     normalize_rewards: bool = option(
         False, "environment", "divide rewards by the running std of the discounted return (SB3's "
         "VecNormalize norm_reward), merged across workers; episode returns stay raw")
@@ -211,10 +120,15 @@ class AlgorithmConfig:
     num_cpus: int | None = option(None, "resources", "CPUs for an embedded Ray cluster (None: all)")
     num_cpus_per_worker: float = option(1.0, "resources", "CPUs Ray reserves for each worker")
     num_gpus: float = option(0.0, "resources", "GPUs for the learner (0: train on the CPU)")
+    num_cpus_for_driver: int | None = option(
+        None, "resources", "CPUs of the driver process: the learner's torch threads; None: volley chooses")
 
     framework_str: Literal["torch"] = option("torch", "framework", "deep-learning framework")
 
     seed: int = option(0, "debugging", "seed of weights, sampling and environment i (seeded seed+i)")
+    log_level: Literal["DEBUG", "INFO", "WARN", "WARNING", "ERROR", "CRITICAL"] = option(
+        "WARN", "debugging", "level of Ray's log messages when volley starts Ray (volley itself logs "
+        "nothing)")
 
     explore: bool = option(
         True, "exploration", "sample actions from the policy while training (False: always the most "
@@ -248,6 +162,11 @@ class AlgorithmConfig:
 
     metrics_num_episodes_for_smoothing: int = option(
         100, "reporting", "episodes averaged in episode_reward_mean")
+    min_sample_timesteps_per_iteration: int = option(
+        0, "reporting", "train() repeats its training step until this many environment steps were "
+        "sampled (the result has the last step's learner statistics)")
+    min_time_s_per_iteration: float = option(
+        0.0, "reporting", "train() repeats its training step until this many seconds have passed")
 
     restart_failed_workers: bool = option(
         True, "fault_tolerance", "Ray engine: replace a worker whose actor or node died "
@@ -264,10 +183,11 @@ class AlgorithmConfig:
         10, "fault_tolerance", "updates in a row skipped for a non-finite loss or gradient "
         "before the run stops with a TrainingError")
 
-    # -- builder sugar -----------------------------------------------------------------------
+    # -- builder sugar (RLlib's methods; every key in docs/rllib.md) ----------------------------
 
-    def environment(self, env: str | None = None, **kwargs: Any) -> typing.Self:
-        """Set environment keys: ``env``, ``env_config``, ``observation_filter``, ..."""
+    def environment(self, env: Any = None, **kwargs: Any) -> typing.Self:
+        """Set environment keys: ``env`` (a Gymnasium id, a ``register_env`` name, or as in RLlib a
+        ``gymnasium.Env`` subclass or creator function), ``env_config``, ``clip_rewards``, ..."""
         if env is not None:
             kwargs["env"] = env
         return self._update_group("environment", kwargs)
@@ -288,16 +208,27 @@ class AlgorithmConfig:
         """Set resource keys: ``engine``, ``ray_address``, ``num_cpus``, ``num_gpus``, ..."""
         return self._update_group("resources", kwargs)
 
-    def framework(self, framework: str = "torch") -> typing.Self:
-        """Choose the framework; only ``"torch"`` exists."""
-        return self._update_group("framework", {"framework": framework})
+    def learners(self, **kwargs: Any) -> typing.Self:
+        """RLlib's learner keys: ``num_learners`` (0 or 1: one learner, here), ``num_gpus_per_learner``."""
+        return self._update_group("learners", kwargs)
+
+    def framework(self, framework: str | None = None, **kwargs: Any) -> typing.Self:
+        """Choose the framework; only ``"torch"`` exists (``eager_tracing`` and TensorFlow's keys change
+        nothing)."""
+        if framework is not None:
+            kwargs["framework"] = framework
+        return self._update_group("framework", kwargs)
+
+    def api_stack(self, **kwargs: Any) -> typing.Self:
+        """RLlib's choice of API stack; volley has one, which takes both stacks' keys."""
+        return self._update_group("api_stack", kwargs)
 
     def debugging(self, **kwargs: Any) -> typing.Self:
-        """Set ``seed``."""
+        """Set ``seed`` and ``log_level``."""
         return self._update_group("debugging", kwargs)
 
     def exploration(self, **kwargs: Any) -> typing.Self:
-        """Set ``explore``."""
+        """Set ``explore``, and for DQN RLlib's ``exploration_config``."""
         return self._update_group("exploration", kwargs)
 
     def evaluation(self, **kwargs: Any) -> typing.Self:
@@ -306,13 +237,33 @@ class AlgorithmConfig:
         return self._update_group("evaluation", kwargs)
 
     def reporting(self, **kwargs: Any) -> typing.Self:
-        """Set ``metrics_num_episodes_for_smoothing``."""
+        """Set ``metrics_num_episodes_for_smoothing``, ``min_sample_timesteps_per_iteration``, ..."""
         return self._update_group("reporting", kwargs)
 
     def fault_tolerance(self, **kwargs: Any) -> typing.Self:
         """Set ``restart_failed_workers`` (or RLlib's ``restart_failed_env_runners``),
         ``max_worker_restarts``, ``on_worker_failure``, ``env_errors``, ``max_consecutive_skips``."""
         return self._update_group("fault_tolerance", kwargs)
+
+    def rl_module(self, **kwargs: Any) -> typing.Self:
+        """RLlib's ``model_config`` (volley's ``model``); custom RLModules are refused."""
+        return self._update_group("rl_module", kwargs)
+
+    def multi_agent(self, **kwargs: Any) -> typing.Self:
+        """Refused, naming the key: volley trains one policy on single-agent environments."""
+        return self._update_group("multi_agent", kwargs)
+
+    def callbacks(self, callbacks_class: Any = None, **kwargs: Any) -> typing.Self:
+        """Refused, naming the key: volley has no callbacks."""
+        return self._update_group("callbacks", {"callbacks_class": callbacks_class, **kwargs})
+
+    def offline_data(self, **kwargs: Any) -> typing.Self:
+        """Refused, naming the key: volley learns from the environments it steps."""
+        return self._update_group("offline_data", kwargs)
+
+    def checkpointing(self, **kwargs: Any) -> typing.Self:
+        """RLlib's checkpoint options (see docs/rllib.md)."""
+        return self._update_group("checkpointing", kwargs)
 
     # -- the one validated setter --------------------------------------------------------------
 
@@ -322,27 +273,44 @@ class AlgorithmConfig:
         hints = typing.get_type_hints(cls)
         return {f.name: (f, hints[f.name]) for f in dataclasses.fields(cls)}
 
+    @classmethod
+    def algo_names(cls) -> set[str]:
+        """``algo_name`` of this class and the classes it extends (Ape-X's keys include DQN's)."""
+        return {vars(c)["algo_name"] for c in cls.__mro__ if vars(c).get("algo_name")}
+
     def update(self, **kwargs: Any) -> typing.Self:
-        """Set any keys (aliases accepted), checking each name and type."""
+        """Set any keys (aliases and RLlib's spellings accepted), checking each name and type."""
         return self._update_group(None, kwargs)
 
     def _update_group(self, group: str | None, kwargs: dict[str, Any]) -> typing.Self:
         specs = self.field_specs()
         for key, value in kwargs.items():
             name = self.ALIASES.get(key, key)
-            if name not in specs:
+            rllib = rllib_key(key, self.algo_names())  # RLlib's spellings (docs/rllib.md)
+            if rllib is not None and rllib.kind == "same" and name not in specs:
+                rllib = None  # a key of other algorithms' configs
+            if name not in specs and rllib is None:
                 known = list(specs) + list(self.ALIASES)
                 raise ConfigError(f"unknown config key {key!r} for {type(self).__name__}"
                                   f"{did_you_mean(key, known)}")
-            spec, hint = specs[name]
-            if group is not None and spec.metadata["group"] != group:
-                raise ConfigError(f"config key {key!r} is set with .{spec.metadata['group']}(), "
-                                  f"not .{group}()")
-            if name == "model":
-                setattr(self, name, self._merge_model(value))
+            groups = {*(rllib.groups if rllib is not None else ()),
+                      *([specs[name][0].metadata["group"]] if name in specs else [])}
+            if group is not None and group not in groups:
+                raise ConfigError(f"config key {key!r} is set with "
+                                  f"{' or '.join(f'.{g}()' for g in sorted(groups))}, not .{group}()")
+            if rllib is None or name in specs:
+                self._set(key, name, value, specs[name][1])
             else:
-                setattr(self, name, _coerce(key, value, hint))
+                for target, item in rllib.translate(value).items():
+                    self._set(f"{target} (from RLlib's {key})", target, item, specs[target][1])
         return self
+
+    def _set(self, label: str, name: str, value: Any, hint: Any) -> None:
+        if name == "model":
+            value = self._merge_model(value)
+        elif name == "env" and not isinstance(value, str):
+            value = env_name(value)
+        setattr(self, name, coerce(label, value, hint))
 
     def _merge_model(self, value: Any) -> ModelConfig:
         if isinstance(value, ModelConfig):  # checked key by key like a dict
@@ -352,9 +320,13 @@ class AlgorithmConfig:
         model = copy.deepcopy(self.model)
         hints = typing.get_type_hints(ModelConfig)
         for key, item in value.items():
-            if key not in hints:
+            rllib = rllib_key(f"model.{key}", self.algo_names())
+            if key in hints:
+                setattr(model, key, coerce(f"model.{key}", item, hints[key]))
+            elif rllib is not None:
+                rllib.translate(item)  # RLlib's model keys volley has none of: accepted or refused
+            else:
                 raise ConfigError(f"unknown model key {key!r}{did_you_mean(str(key), hints)}")
-            setattr(model, key, _coerce(f"model.{key}", item, hints[key]))
         return model
 
     # -- derived values and checks ------------------------------------------------------------
@@ -373,6 +345,11 @@ class AlgorithmConfig:
     def network(self) -> NetworkKind:
         """The kind of network the learner trains and the workers act with."""
         return "actor_critic"
+
+    @property
+    def head_hiddens(self) -> list[int]:
+        """Hidden layers between the network's body and its outputs (DQN's ``hiddens``; none elsewhere)."""
+        return []
 
     @property
     def num_sampling_workers(self) -> int:
@@ -401,13 +378,16 @@ class AlgorithmConfig:
             positive["num_cpus"] = self.num_cpus
         if self.grad_clip is not None:
             positive["grad_clip"] = self.grad_clip
+        if self.num_cpus_for_driver is not None:
+            positive["num_cpus_for_driver"] = self.num_cpus_for_driver
         for key, value in positive.items():
             if value <= 0:
                 raise ConfigError(f"config key '{key}' must be > 0, got {value!r}")
         if self.num_workers != "auto" and self.num_workers < 0:
             raise ConfigError(f"config key 'num_workers' must be >= 0, got {self.num_workers!r}")
-        if self.max_worker_restarts < 0:
-            raise ConfigError(f"config key 'max_worker_restarts' must be >= 0, got {self.max_worker_restarts!r}")
+        for key in ("max_worker_restarts", "min_sample_timesteps_per_iteration", "min_time_s_per_iteration"):
+            if getattr(self, key) < 0:
+                raise ConfigError(f"config key '{key}' must be >= 0, got {getattr(self, key)!r}")
         if not 0.0 < self.gamma <= 1.0:
             raise ConfigError(f"config key 'gamma' must be in (0, 1], got {self.gamma!r}")
         if not 0 <= self.seed < 2**31:  # seed + env index must fit every seeding API (torch, ALE)
@@ -456,9 +436,10 @@ class AlgorithmConfig:
     def evaluation_settings(self) -> typing.Self:
         """This config as evaluation sees it: ``evaluation_config`` on top, and no exploration
         unless it asks for some."""
-        return self.copy().update(**{"explore": False, **self.evaluation_config, "evaluation_config": {}})
+        return self.copy(copy_frozen=False).update(
+            **{"explore": False, **self.evaluation_config, "evaluation_config": {}})
 
-    # -- serialisation ----------------------------------------------------------------------
+    # -- serialisation, and RLlib's dict-like access ------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
         """All keys as plain JSON-ready data."""
@@ -469,13 +450,65 @@ class AlgorithmConfig:
         """Rebuild a config from :meth:`to_dict` output (or any partial dict of keys)."""
         return cls().update(**data)
 
-    def copy(self) -> typing.Self:
-        """A deep copy, so a built algorithm never sees later changes to this config."""
-        return copy.deepcopy(self)
+    def update_from_dict(self, config_dict: dict[str, Any]) -> typing.Self:
+        """RLlib's name for :meth:`update` with a dict of keys."""
+        return self.update(**config_dict)
 
-    def build(self) -> Any:
-        """Validate and construct the algorithm."""
+    def __getitem__(self, key: str) -> Any:
+        """``config["lr"]``, as in RLlib: a key's value; an alias or RLlib's name reads its key."""
+        name = self.ALIASES.get(key, key)
+        rllib = rllib_key(key, self.algo_names())
+        if rllib is not None and rllib.kind == "renamed":
+            name = rllib.sets[0]
+        if name not in self.field_specs():
+            raise KeyError(f"{type(self).__name__} has no key {key!r}{did_you_mean(str(key), self.field_specs())}")
+        return getattr(self, name)
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        """``config["lr"] = 1e-3``, as in RLlib: :meth:`update` of one key."""
+        self.update(**{key: value})
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self.get(key, self) is not self
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """``config.get("lr")``, as in RLlib: the key's value, or ``default`` for a key it lacks."""
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+    def freeze(self) -> None:
+        """Refuse every later change, as RLlib does (a built algorithm's config is frozen)."""
+        object.__setattr__(self, "_frozen", True)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if getattr(self, "_frozen", False):
+            raise ConfigError(f"cannot set {name!r}: this {type(self).__name__} is frozen (config.freeze(), "
+                              "or the config of a built algorithm); change a copy: "
+                              "config.copy(copy_frozen=False)")
+        super().__setattr__(name, value)
+
+    def copy(self, copy_frozen: bool | None = None) -> typing.Self:
+        """A deep copy, so a built algorithm never sees later changes to this config. It is frozen
+        if this one is, unless ``copy_frozen`` (RLlib's argument) says otherwise."""
+        twin = copy.deepcopy(self)
+        if copy_frozen is not None:
+            object.__setattr__(twin, "_frozen", copy_frozen)
+        return twin
+
+    def build(self, env: Any = None) -> Any:
+        """Validate and construct the algorithm; ``env`` (RLlib's ``build(env=...)``) sets the
+        environment of this config first."""
         raise NotImplementedError(f"{type(self).__name__} names no algorithm to build")
+
+    def build_algo(self, env: Any = None) -> Any:
+        """RLlib's newer name of :meth:`build`."""
+        return self.build(env)
+
+    def _prepare_build(self, env: Any) -> typing.Self:
+        """What every ``build(env=...)`` does first: set ``env`` on this config, as RLlib does."""
+        return self if env is None else self.environment(env)
 
 
 def reference_markdown(cls: type[AlgorithmConfig], keys: Collection[str] | None = None,
@@ -500,13 +533,13 @@ def reference_markdown(cls: type[AlgorithmConfig], keys: Collection[str] | None 
         if keys is not None and name not in keys:
             continue
         also = f" (also {', '.join(f'`{a}`' for a in aliases[name])})" if name in aliases else ""
-        lines.append(f"| `{name}`{also} | {_type_name(hint)} | {default_of(spec)} | "
+        lines.append(f"| `{name}`{also} | {type_name(hint)} | {default_of(spec)} | "
                      f"`.{spec.metadata['group']}()` | {spec.metadata['help']} |")
     lines += ["", f"{heading}# model (ModelConfig)", "", "| key | type | default | meaning |",
               "| --- | --- | --- | --- |"]
     hints = typing.get_type_hints(ModelConfig)
     model = cls().model  # this algorithm's model defaults (PG's differ)
     for spec in dataclasses.fields(ModelConfig):
-        lines.append(f"| `{spec.name}` | {_type_name(hints[spec.name])} | `{getattr(model, spec.name)!r}` | "
+        lines.append(f"| `{spec.name}` | {type_name(hints[spec.name])} | `{getattr(model, spec.name)!r}` | "
                      f"{spec.metadata['help']} |")
     return "\n".join(lines) + "\n"

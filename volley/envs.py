@@ -18,7 +18,8 @@ from typing import Any, cast
 import gymnasium as gym
 import numpy as np
 
-from volley.errors import EnvError, VolleyError, did_you_mean
+from volley.errors import ConfigError, EnvError, VolleyError, did_you_mean
+from volley.rllib_compat import env_object, missing_env_hint
 
 EnvCreator = Callable[[dict], gym.Env]
 
@@ -39,8 +40,9 @@ def register_env(name: str, creator: EnvCreator) -> None:
 
 
 def registered_creator(name: str) -> EnvCreator | None:
-    """The creator registered under ``name``, if any."""
-    return _CREATORS.get(name)
+    """The creator registered under ``name``, or the environment class or function a config was
+    given as ``env`` (named by ``volley.rllib_compat.env_name``); None if neither."""
+    return _CREATORS.get(name) or env_object(name)
 
 
 def _load_ale() -> bool:
@@ -62,8 +64,10 @@ def _load_ale() -> bool:
 
 def check_env_id(env: str) -> None:
     """Raise an EnvError naming ``env`` (and close ids) unless it can be built."""
-    if env in _CREATORS:
+    if registered_creator(env) is not None:
         return
+    if env not in gym.registry and (hint := missing_env_hint(env)) is not None:
+        raise EnvError(hint)
     if env.startswith("ALE/") and not _load_ale():
         raise EnvError(f"environment '{env}' needs ale-py: pip install 'volley-rl[atari]'")
     if env not in gym.registry:
@@ -232,7 +236,7 @@ def make_vector_env(env: str, num_envs: int, *, env_config: dict | None = None,
     Atari does not render).
     """
     env_config = dict(env_config or {})
-    creator = creator or _CREATORS.get(env)
+    creator = creator or registered_creator(env)
     if creator is not None:
         return _guarded_vector(_checked_creator(env, creator, env_config), num_envs)
     check_env_id(env)
@@ -250,6 +254,25 @@ def make_vector_env(env: str, num_envs: int, *, env_config: dict | None = None,
                             **env_config)
     except TypeError as exc:
         raise EnvError(f"environment '{env}' rejected env_config {env_config!r}: {exc}") from None
+
+
+def env_actions(actions: np.ndarray, space: gym.Space, normalize: bool, clip: bool) -> np.ndarray:
+    """What the environment receives for the policy's actions ``[N, ...]``: continuous ones
+    rescaled from [-1, 1] to the space's bounds with ``normalize`` (RLlib's normalize_actions),
+    else clipped to them with ``clip``; discrete ones as they are."""
+    if not isinstance(space, gym.spaces.Box):
+        return actions
+    if normalize:
+        unit = np.clip(actions, -1.0, 1.0)
+        return (space.low + (unit + 1.0) * 0.5 * (space.high - space.low)).astype(space.dtype)
+    return np.clip(actions, space.low, space.high) if clip else actions
+
+
+def check_normalizable(space: gym.Space, env: str) -> None:
+    """A ConfigError unless ``normalize_actions`` can rescale ``space`` (finite bounds)."""
+    if isinstance(space, gym.spaces.Box) and not (np.isfinite(space.low).all() and np.isfinite(space.high).all()):
+        raise ConfigError(f"normalize_actions=True needs finite action bounds, but environment '{env}' "
+                          f"has {space}; set normalize_actions=False")
 
 
 def reset_seeded(vec: gym.vector.VectorEnv, seeds: list[int]) -> Any:

@@ -35,6 +35,12 @@ class TrainingError(VolleyError):
     """Training cannot go on: too many updates in a row had a non-finite loss or gradient."""
 
 
+def shown(value: object, limit: int = 80) -> str:
+    """``repr(value)``, cut to ``limit`` characters so one error message stays one paragraph."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def did_you_mean(word: str, choices: Iterable[str], n: int = 3) -> str:
     """Return ``"; did you mean 'x'?"`` for the closest choices, or ``""`` when none is close."""
     matches = difflib.get_close_matches(word, list(choices), n=n, cutoff=0.6)

@@ -1,5 +1,9 @@
 """Result logging: a console table row per iteration, ``progress.jsonl`` and TensorBoard events.
 
+All three record the flat result keys. The nested views ``train()`` adds for RLlib's
+spellings (``env_runners``, ``learners``, ...) hold the same numbers again, so they are
+left out: a progress file or an event file has each number once.
+
 On a terminal, a progress bar with the time left sits under the table when the run
 has a stop criterion to measure against; logs and CI get the plain rows only.
 """
@@ -13,6 +17,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
+
+from volley.rllib_compat import without_views
 
 PROGRESS = "progress.jsonl"
 
@@ -137,6 +143,7 @@ class ResultLogger:
         return " ".join(_cell(flat.get(key), width, fmt) for _, key, width, fmt in COLUMNS)
 
     def log(self, result: dict[str, Any]) -> None:
+        result = without_views(result)
         if self.out is not None:
             if self.bar is not None:
                 self.bar.clear()

@@ -11,8 +11,8 @@ float32 vector.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Protocol
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
 
 import gymnasium as gym
 import numpy as np
@@ -236,6 +236,24 @@ class Policy(nn.Module):
         nn.utils.vector_to_parameters(torch.tensor(flat, dtype=torch.float32, device=device),
                                       self.parameters())
 
+    def get_weights(self) -> dict[str, np.ndarray]:
+        """Every tensor of the network by name, as numpy copies (RLlib's ``policy.get_weights()``)."""
+        return {name: tensor.detach().cpu().numpy().copy() for name, tensor in self.state_dict().items()}
+
+    def set_weights(self, weights: Mapping[str, Any]) -> None:
+        """Load :meth:`get_weights` output (arrays or tensors); a VolleyError names the first tensor
+        that is missing, unknown or of another shape, and nothing is changed then."""
+        current = self.state_dict()
+        for name in [*current, *weights]:
+            if name not in weights or name not in current:
+                where = "missing from" if name not in weights else "unknown to this network, in"
+                raise VolleyError(f"weight {name!r} is {where} the weights given to set_weights()")
+            shape = tuple(np.shape(weights[name]))
+            if shape != tuple(current[name].shape):
+                raise VolleyError(f"weight {name!r} has shape {shape}, this network's has "
+                                  f"{tuple(current[name].shape)}")
+        self.load_state_dict({name: torch.tensor(np.asarray(value)) for name, value in weights.items()})
+
 
 class ActorCritic(Policy):
     """Policy and value function over one observation encoding."""
@@ -287,19 +305,22 @@ class QNetwork(Policy):
     """
 
     def __init__(self, obs_shape: tuple[int, ...], is_image: bool, action_space: gym.Space,
-                 model: ModelConfig, dueling: bool) -> None:
+                 model: ModelConfig, dueling: bool, hiddens: Sequence[int] = ()) -> None:
         super().__init__()
         if not isinstance(action_space, gym.spaces.Discrete):
             raise VolleyError(f"action space {action_space} is not supported by Q-learning: "
                               "DQN takes Discrete actions")
         self.body, n_feat = trunk(obs_shape, is_image, model)
+        # hidden layers on the body (RLlib's DQN hiddens); empty by default, so holding no weights
+        self.hidden = mlp(n_feat, hiddens, model.fcnet_activation)
+        n_feat = hiddens[-1] if hiddens else n_feat
         self.q_head = _layer(n_feat, int(action_space.n), 1.0)  # the advantage stream when dueling
         self.value_head = _layer(n_feat, 1, 1.0) if dueling else None
         self.epsilon = nn.Parameter(torch.zeros(()), requires_grad=False)
 
     def q_values(self, obs: torch.Tensor) -> torch.Tensor:
         """Q-values ``[B, n]`` for observations ``[B, *obs_shape]``."""
-        features = self.body(obs)
+        features = self.hidden(self.body(obs))
         out = self.q_head(features)
         if self.value_head is None:
             return out
@@ -320,9 +341,12 @@ class QNetwork(Policy):
 
 
 def build_policy(obs_space: gym.Space, action_space: gym.Space, model: ModelConfig,
-                 network: NetworkKind = "actor_critic") -> tuple[ObsPreprocessor, Policy]:
-    """The preprocessor and the network for a pair of spaces; a clear error for others."""
+                 network: NetworkKind = "actor_critic", head_hiddens: Sequence[int] = ()
+                 ) -> tuple[ObsPreprocessor, Policy]:
+    """The preprocessor and the network for a pair of spaces; a clear error for others.
+    ``head_hiddens`` are a Q-network's layers between its body and its Q-values."""
     pre = ObsPreprocessor(obs_space)
     if network == "actor_critic":
         return pre, ActorCritic(pre.shape, pre.is_image, action_space, model)
-    return pre, QNetwork(pre.shape, pre.is_image, action_space, model, dueling=network == "dueling_q")
+    return pre, QNetwork(pre.shape, pre.is_image, action_space, model, dueling=network == "dueling_q",
+                         hiddens=head_hiddens)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import types
 import typing
 
 import gymnasium as gym
@@ -54,7 +55,10 @@ def assert_valid(config: AlgorithmConfig) -> None:
     """The config is usable: every value of its declared type and the JSON round trip exact."""
     for name, (_, hint) in config.field_specs().items():
         value = getattr(config, name)
-        allowed = typing.get_args(hint) or (hint,)
+        union = typing.get_origin(hint) in (typing.Union, types.UnionType)
+        allowed = typing.get_args(hint) if union else (hint,)
+        if typing.get_origin(hint) is list and typing.get_args(hint) == (int,):
+            assert all(type(item) is int for item in value), (name, value)
         if hint in (int, float) or int in allowed or float in allowed:
             assert not isinstance(value, bool), (name, value)
         if isinstance(value, float):

@@ -115,8 +115,8 @@ class ApexDQNConfig(DQNConfig):
             raise ConfigError(f"config key 'worker_epsilon_alpha' must be >= 0, "
                               f"got {self.worker_epsilon_alpha!r}")
 
-    def build(self) -> ApexDQN:
-        return ApexDQN(self)
+    def build(self, env: Any = None) -> ApexDQN:
+        return ApexDQN(self._prepare_build(env))
 
 
 # Settings with which two acting workers and one shard reach 475 on CartPole-v1 (the learning

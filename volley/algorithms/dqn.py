@@ -85,6 +85,9 @@ class DQNConfig(AlgorithmConfig):
         "network (Polyak); None copies it (a hard update)")
     double_q: bool = option(True, "training", "double DQN: the online network picks the target's action")
     dueling: bool = option(False, "training", "dueling heads: Q = V + A - mean(A) (Wang et al., 2016)")
+    hiddens: list[int] = option(
+        [], "training", "hidden layers between the body and the Q-values (RLlib's hiddens, e.g. [256]; "
+        "with dueling both streams share them); []: the Q-values sit on the body")
     n_step: int = option(1, "training", "rewards summed before bootstrapping (cut at episode ends)")
     epsilon_start: float = option(1.0, "training", "exploration ε at step 0")
     epsilon_end: float = option(0.01, "training", "exploration ε after epsilon_decay_steps")
@@ -98,12 +101,18 @@ class DQNConfig(AlgorithmConfig):
     def network(self) -> NetworkKind:
         return "dueling_q" if self.dueling else "q"
 
+    @property
+    def head_hiddens(self) -> list[int]:
+        return self.hiddens
+
     def validate(self) -> None:
         super().validate()
         for key in ("minibatch_size", "train_intensity", "replay_buffer_capacity", "target_update_freq",
                     "n_step", "epsilon_decay_steps", "prioritized_replay_eps"):
             if getattr(self, key) <= 0:
                 raise ConfigError(f"config key '{key}' must be > 0, got {getattr(self, key)!r}")
+        if any(width <= 0 for width in self.hiddens):
+            raise ConfigError(f"config key 'hiddens' takes layer widths > 0, got {self.hiddens!r}")
         for key in ("learning_starts", "prioritized_replay_alpha", "prioritized_replay_beta"):
             if getattr(self, key) < 0:
                 raise ConfigError(f"config key '{key}' must be >= 0, got {getattr(self, key)!r}")
@@ -123,8 +132,8 @@ class DQNConfig(AlgorithmConfig):
                               f"replay_buffer_capacity={self.replay_buffer_capacity}: "
                               "learning would never start")
 
-    def build(self) -> DQN:
-        return DQN(self)
+    def build(self, env: Any = None) -> DQN:
+        return DQN(self._prepare_build(env))
 
     def async_mode(self, **kwargs: Any) -> ApexDQNConfig:
         """These settings as an :class:`~volley.algorithms.apex_dqn.ApexDQNConfig` (asynchronous

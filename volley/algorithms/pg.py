@@ -14,7 +14,7 @@ standardise them over the batch, and take one RMSProp step on
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
@@ -57,8 +57,8 @@ class PGConfig(AlgorithmConfig):
         if not 0.0 < self.decay_rate < 1.0:
             raise ConfigError(f"config key 'decay_rate' must be in (0, 1), got {self.decay_rate!r}")
 
-    def build(self) -> PG:
-        return PG(self)
+    def build(self, env: Any = None) -> PG:
+        return PG(self._prepare_build(env))
 
 
 def gradient_pieces(policy: ActorCritic, batch: Batch, config: AlgorithmConfig

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
@@ -84,8 +84,8 @@ class TRPOConfig(AlgorithmConfig):
             raise ConfigError("config key 'model.vf_share_layers' must be False for TRPO, got True: "
                               "TRPO trains the value network apart from the policy")
 
-    def build(self) -> TRPO:
-        return TRPO(self)
+    def build(self, env: Any = None) -> TRPO:
+        return TRPO(self._prepare_build(env))
 
 
 class TRPO(Algorithm):

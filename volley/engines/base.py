@@ -45,6 +45,11 @@ class WorkerGroup(ABC):
         """Average the gradients of ``parameters`` over data-parallel replicas (MPI allreduce mode;
         elsewhere there is one learner and nothing to do)."""
 
+    def average_over_replicas(self, values: np.ndarray) -> np.ndarray:
+        """``values`` averaged element-wise over data-parallel replicas (MPI allreduce mode); elsewhere
+        there is one learner, and they come back as they are."""
+        return values
+
     @abstractmethod
     def stop(self) -> None:
         """End every worker; the group cannot be used afterwards."""

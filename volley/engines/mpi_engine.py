@@ -146,20 +146,26 @@ class MPIWorkerGroup(WorkerGroup):
             self.comm.bcast((TRAIN,), root=0)
 
     def average_gradients(self, parameters: list[torch.Tensor]) -> None:
-        """Replace every gradient by its mean over the ranks (allreduce mode)."""
+        """Replace every gradient by its mean over the ranks (allreduce mode), in one Allreduce."""
         if self.mode != "allreduce" or self.num_workers == 1:
             return
-        from mpi4py import MPI
-
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in parameters]
-        flat = torch.cat([g.reshape(-1) for g in grads]).numpy().astype(np.float64)
-        self.comm.Allreduce(MPI.IN_PLACE, flat, op=MPI.SUM)
-        flat /= self.num_workers
+        flat = self.average_over_replicas(torch.cat([g.reshape(-1) for g in grads]).numpy())
         offset = 0
         for param in parameters:
             param.grad = torch.as_tensor(flat[offset:offset + param.numel()], dtype=param.dtype
                                          ).view_as(param).clone()
             offset += param.numel()
+
+    def average_over_replicas(self, values: np.ndarray) -> np.ndarray:
+        """``values`` averaged over the ranks in float64 (allreduce mode; elsewhere as they are)."""
+        if self.mode != "allreduce" or self.num_workers == 1:
+            return values
+        from mpi4py import MPI
+
+        total = np.array(values, np.float64)  # a copy: the Allreduce works in place
+        self.comm.Allreduce(MPI.IN_PLACE, total, op=MPI.SUM)
+        return total / self.num_workers
 
     def replica_weights(self, weights: np.ndarray) -> list[np.ndarray]:
         """Every rank's flat weight vector, rank order (allreduce mode: to check they agree)."""

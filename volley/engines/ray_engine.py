@@ -95,7 +95,7 @@ def init_ray(config: AlgorithmConfig) -> bool:
         return False
     if config.ray_address is not None:
         probe_ray_address(config.ray_address)
-    kwargs: dict[str, Any] = {"include_dashboard": False, "logging_level": logging.WARNING,
+    kwargs: dict[str, Any] = {"include_dashboard": False, "logging_level": logging.getLevelName(config.log_level),
                               "configure_logging": True}
     if config.ray_address is None:
         kwargs["num_cpus"] = config.num_cpus

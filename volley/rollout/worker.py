@@ -36,6 +36,8 @@ from volley.config import AlgorithmConfig
 from volley.envs import (
     ERROR_INFO,
     EnvCreator,
+    check_normalizable,
+    env_actions,
     guarded_envs,
     make_vector_env,
     recreated_seed,
@@ -96,8 +98,10 @@ class RolloutWorker:
         self.streams = EnvStreams(config.seed, self.env_indices)
         self.observation_space = self.env.single_observation_space
         self.action_space = self.env.single_action_space
+        if config.normalize_actions:
+            check_normalizable(self.action_space, config.env)
         self.preprocess, self.policy = build_policy(self.observation_space, self.action_space,
-                                                    config.model, config.network)
+                                                    config.model, config.network, config.head_hiddens)
         self.obs_filter = make_filter(config.observation_filter, self.preprocess.shape)
         self.reward_filter = RewardNormalizer(self.num_envs, config.gamma) if config.normalize_rewards else None
         self._obs: np.ndarray | None = None  # preprocessed, unfiltered, [N, *obs_shape]
@@ -143,11 +147,6 @@ class RolloutWorker:
         self._episode_return[:] = 0.0
         self._episode_length[:] = 0
 
-    def _env_actions(self, actions: np.ndarray) -> np.ndarray:
-        if isinstance(self.action_space, gym.spaces.Box) and self.config.clip_actions:
-            return np.clip(actions, self.action_space.low, self.action_space.high)
-        return actions
-
     def _training_rewards(self, rewards: np.ndarray, valid: np.ndarray, ended: np.ndarray,
                           training: bool) -> np.ndarray:
         """What the algorithm learns from: ``clip_rewards``, then ``normalize_rewards``."""
@@ -174,7 +173,8 @@ class RolloutWorker:
         self._step_count += 1
         vector_error: Exception | None = None
         try:
-            raw, rewards, terminated, truncated, infos = self.env.step(self._env_actions(actions_np))
+            raw, rewards, terminated, truncated, infos = self.env.step(env_actions(
+                actions_np, self.action_space, self.config.normalize_actions, self.config.clip_actions))
             next_obs = self.preprocess(raw, self.num_envs)
         except VolleyError:
             raise

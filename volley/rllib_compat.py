@@ -1,0 +1,630 @@
+"""RLlib's spellings and what volley does with each: the one table behind the builder and docs/rllib.md.
+
+volley promises RLlib users that their scripts run with only the import changed. A
+key RLlib and volley share under one name needs nothing; a key volley knows under
+another name is an alias (``ALIASES`` of each config class). Everything else RLlib's
+configs take is an entry of :data:`RLLIB_KEYS`, in one of four kinds:
+
+- **same**: a volley key under RLlib's name, listed for the docs and because RLlib
+  sets it from another builder method (``env_runners(explore=...)``);
+- **renamed**: RLlib's name for a volley key, set from RLlib's builder method
+  (``learners(num_gpus_per_learner=1)`` sets ``num_gpus``);
+- **translated**: a value that becomes several volley keys (``replay_buffer_config``,
+  ``exploration_config``);
+- **accepted** values and **refused** ones: where a value asks for what volley does
+  anyway (``num_gpus_per_worker=0``, ``model={"use_lstm": False}``) it changes nothing;
+  any other value is refused in one line naming the key, saying that volley does not
+  support it and what to use instead. A key is never silently dropped, and a real RLlib
+  key is never "unknown".
+
+``docs/generate.py`` writes docs/rllib.md from this table and the config classes, and
+``tests/unit/test_rllib.py`` sets every entry through its builder method, so the page,
+the table and the code cannot drift apart. The module also holds the two other pieces
+of RLlib's surface that are data: environment classes and creator functions given as
+``env`` (:func:`env_name`), and the nested views of a result (:func:`training_views`).
+It sits in the config layer and imports nothing of volley but ``errors``.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+
+from volley.errors import ConfigError, did_you_mean, shown
+
+Translate = Callable[[Any], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class RLlibKey:
+    """One RLlib config key and what volley does with it."""
+
+    name: str  # RLlib's spelling; "model.<key>" for a key of model={...}
+    groups: tuple[str, ...]  # RLlib's builder methods that set it ("rollouts" also means env_runners)
+    volley: str  # what volley does with it, for docs/rllib.md
+    translate: Translate  # value -> volley keys ({}: nothing to change); a ConfigError if refused
+    algorithms: tuple[str, ...] = ()  # algo_name of the volley configs it applies to; (): all
+    example: Any = None  # a value tutorials pass; the table's test sets it (refused kinds: a refused one)
+    kind: str = "same"  # "same", "renamed", "translated", "accepted" or "refused"
+    sets: tuple[str, ...] = field(default=())  # the volley keys it may set
+
+    def applies_to(self, algo_names: Collection[str]) -> bool:
+        return not self.algorithms or any(name in algo_names for name in self.algorithms)
+
+
+def same(name: str, *groups: str, example: Any = None, note: str = "") -> RLlibKey:
+    """A volley key under RLlib's name that RLlib also sets from ``groups`` (``note``: how it differs)."""
+    return RLlibKey(name, groups, f"`{name}`{note}", lambda value: {name: value}, example=example,
+                    sets=(name,))
+
+
+def renamed(name: str, to: str, *groups: str, algorithms: tuple[str, ...] = (), example: Any = None,
+            note: str = "") -> RLlibKey:
+    """RLlib's ``name`` for volley's key ``to``."""
+    return RLlibKey(name, groups, f"`{to}`{note}", lambda value: {to: value}, algorithms, example,
+                    "renamed", (to,))
+
+
+def translated(name: str, groups: tuple[str, ...], translate: Translate, sets: tuple[str, ...], doc: str,
+               example: Any, algorithms: tuple[str, ...] = ()) -> RLlibKey:
+    """A key whose value becomes the volley keys ``sets``."""
+    return RLlibKey(name, groups, doc, translate, algorithms, example, "translated", sets)
+
+
+def _is_one_of(value: Any, allowed: tuple[Any, ...]) -> bool:
+    """``value == a`` for some ``a``, where a bool only equals a bool (RLlib's 0 is not False)."""
+    return any(isinstance(value, bool) == isinstance(a, bool) and value == a for a in allowed)
+
+
+def refused(name: str, groups: tuple[str, ...], why: str, allowed: tuple[Any, ...] = (None, False),
+            example: Any = True, algorithms: tuple[str, ...] = ()) -> RLlibKey:
+    """A key volley does not implement: the ``allowed`` values (what volley does anyway) change
+    nothing; any other is refused naming the key, why, and what to use instead (in ``why``)."""
+    def translate(value: Any) -> dict[str, Any]:
+        if _is_one_of(value, allowed):
+            return {}
+        shown_key = f"model['{name[6:]}']" if name.startswith("model.") else name
+        raise ConfigError(f"RLlib's {shown_key}={shown(value)} is not supported by volley: {why}")
+    accepted = " or ".join(f"`{a!r}`" for a in allowed)
+    return RLlibKey(name, groups, f"not supported (accepted: {accepted}): {why}", translate, algorithms,
+                    example, "refused")
+
+
+def accepted(name: str, groups: tuple[str, ...], why: str, example: Any,
+             algorithms: tuple[str, ...] = ()) -> RLlibKey:
+    """A key every value of which leaves volley doing what RLlib did with it (a TensorFlow switch
+    under torch, a timeout volley never needs): accepted, changing nothing; ``why`` says why."""
+    return RLlibKey(name, groups, f"accepted, changes nothing: {why}", lambda value: {}, algorithms,
+                    example, "accepted")
+
+
+# -- translations -----------------------------------------------------------------------------
+
+
+def _check_dict(key: str, value: Any) -> dict:
+    if not isinstance(value, dict):
+        raise ConfigError(f"RLlib's {key} must be a dict, got {shown(value)}")
+    return value
+
+
+def _type_name(key: str, value: dict, known: Collection[str], offer: str = "") -> str:
+    """The ``"type"`` of an RLlib sub-config (a name, or a class as RLlib also takes); refused by
+    name, with the close match, unless volley has it (``offer`` says what it has; else ``known``)."""
+    kind = value.get("type")
+    name = kind if isinstance(kind, str) else getattr(kind, "__name__", repr(kind))
+    if name not in known:
+        raise ConfigError(f"RLlib's {key} type {name!r} is not supported by volley"
+                          f"{did_you_mean(name, known)}; volley has {offer or ', '.join(map(repr, known))}")
+    return name
+
+
+def _sub_keys(key: str, value: dict, renames: dict[str, str], fixed: dict[str, tuple[Any, ...]]
+              ) -> dict[str, Any]:
+    """An RLlib sub-config's keys as volley keys: ``renames`` map onto volley keys, ``fixed`` keys
+    are accepted at the values volley has; ``"type"`` is the caller's; anything else is refused."""
+    out: dict[str, Any] = {}
+    for sub, item in value.items():
+        if sub in renames:
+            out[renames[sub]] = item
+        elif sub in fixed and _is_one_of(item, fixed[sub]):
+            continue
+        elif sub in fixed:
+            raise ConfigError(f"RLlib's {key}[{sub!r}]={shown(item)} is not supported by volley "
+                              f"(it takes {' or '.join(map(repr, fixed[sub]))})")
+        elif sub != "type":
+            known = [*renames, *fixed]
+            raise ConfigError(f"RLlib's {key} key {sub!r} is not supported by volley"
+                              f"{did_you_mean(sub, known)}; it takes {', '.join(map(repr, known))}")
+    return out
+
+
+REPLAY_BUFFERS = {  # RLlib's buffer types (both stacks) -> volley's prioritized_replay
+    "ReplayBuffer": False, "MultiAgentReplayBuffer": False, "EpisodeReplayBuffer": False,
+    "MultiAgentEpisodeReplayBuffer": False, "PrioritizedReplayBuffer": True,
+    "MultiAgentPrioritizedReplayBuffer": True, "PrioritizedEpisodeReplayBuffer": True,
+    "MultiAgentPrioritizedEpisodeReplayBuffer": True,
+}
+REPLAY_KEYS = {"capacity": "replay_buffer_capacity", "learning_starts": "learning_starts",
+               "prioritized_replay_alpha": "prioritized_replay_alpha", "alpha": "prioritized_replay_alpha",
+               "prioritized_replay_beta": "prioritized_replay_beta", "beta": "prioritized_replay_beta",
+               "prioritized_replay_eps": "prioritized_replay_eps"}
+REPLAY_FIXED: dict[str, tuple[Any, ...]] = {
+    "storage_unit": ("timesteps",), "replay_sequence_length": (1,), "replay_burn_in": (0,),
+    "replay_zero_init_states": (True,), "no_local_replay_buffer": (True, False),
+    "worker_side_prioritization": (False,), "replay_mode": ("independent",)}
+
+
+def replay_buffer_config(value: Any) -> dict[str, Any]:
+    """RLlib's ``replay_buffer_config`` as volley's replay keys: a prioritized ``type`` sets
+    ``prioritized_replay``; ``capacity`` and the α, β, ε of either stack map by name."""
+    value = _check_dict("replay_buffer_config", value)
+    out = _sub_keys("replay_buffer_config", value, REPLAY_KEYS, REPLAY_FIXED)
+    if "type" in value:
+        kind = _type_name("replay_buffer_config", value, REPLAY_BUFFERS, "uniform ('ReplayBuffer') and "
+                          "prioritized ('PrioritizedReplayBuffer') replay, also under RLlib's MultiAgent "
+                          "and Episode names")
+        out["prioritized_replay"] = REPLAY_BUFFERS[kind]
+    return out
+
+
+EPSILON_KEYS = {"initial_epsilon": "epsilon_start", "final_epsilon": "epsilon_end",
+                "epsilon_timesteps": "epsilon_decay_steps"}
+
+
+def epsilon_greedy(*types: str) -> Translate:
+    """``exploration_config`` of an ε-greedy ``type`` as volley's linear ε schedule."""
+    def translate(value: Any) -> dict[str, Any]:
+        value = _check_dict("exploration_config", value)
+        if "type" in value:
+            _type_name("exploration_config", value, types)
+        return {"epsilon_schedule": "linear",
+                **_sub_keys("exploration_config", value, EPSILON_KEYS, {"warmup_timesteps": (0,)})}
+    return translate
+
+
+def stochastic_sampling(value: Any) -> dict[str, Any]:
+    """A policy-gradient ``exploration_config``: sampling from the policy is what ``explore`` does."""
+    value = _check_dict("exploration_config", value)
+    if "type" in value:
+        _type_name("exploration_config", value, ("StochasticSampling",))
+    return _sub_keys("exploration_config", value, {}, {"random_timesteps": (0,)})
+
+
+def epsilon_points(value: Any) -> dict[str, Any]:
+    """The new stack's DQN ``epsilon``: a constant, or ``[[0, start], [steps, end]]`` (linear)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return {"epsilon_start": value, "epsilon_end": value}
+    points = value if isinstance(value, (list, tuple)) else []
+    if len(points) == 2 and all(isinstance(p, (list, tuple)) and len(p) == 2 for p in points) \
+            and points[0][0] == 0:
+        (_, start), (steps, end) = points
+        return {"epsilon_start": start, "epsilon_end": end, "epsilon_decay_steps": steps,
+                "epsilon_schedule": "linear"}
+    raise ConfigError(f"RLlib's epsilon={shown(value)} is not supported by volley: it takes a number or "
+                      "two points [[0, start], [timesteps, end]] (a linear decay)")
+
+
+def num_cpus_per_learner(value: Any) -> dict[str, Any]:
+    return {} if value == "auto" else {"num_cpus_for_driver": value}
+
+
+def as_model(key: str) -> Translate:
+    """A model dict under another name (``rl_module(model_config=...)``)."""
+    return lambda value: {"model": _check_dict(key, value)}
+
+
+# -- the table ----------------------------------------------------------------------------------
+
+DQN, APEX, PPO = ("dqn",), ("apex_dqn",), ("ppo",)
+ONE_LEARNER = ("volley trains one learner, in this process; for data-parallel learners use "
+               "engine='mpi' with mpi_mode='allreduce' (PPO, PG)")
+ONE_POLICY = "volley trains one policy on single-agent Gymnasium environments"
+NO_CALLBACKS = ("volley has no callbacks: read what you need from the dict train() returns, or wrap "
+                "the environment (gymnasium.Wrapper)")
+ONLY_LSTM = "only used with use_lstm or use_attention, which volley refuses"
+CALLBACKS = ("on_algorithm_init", "on_train_result", "on_evaluate_start", "on_evaluate_end",
+             "on_episode_created", "on_episode_start", "on_episode_step", "on_episode_end",
+             "on_sample_end", "on_environment_created", "on_checkpoint_loaded")
+
+RLLIB_KEYS: list[RLlibKey] = [
+    # environment()
+    same("env", "environment", example="CartPole-v1"),
+    same("env_config", "environment", example={}),
+    same("clip_rewards", "environment", example=True),
+    same("clip_actions", "environment", example=True),
+    same("normalize_actions", "environment", example=True, note=" (volley's default is False; RLlib's True)"),
+    translated("is_atari", ("environment",), lambda v: {"atari_preprocessing": "deepmind" if v else "none"},
+               ("atari_preprocessing",), "`atari_preprocessing`: True is `'deepmind'` (84x84 grayscale, 4 "
+               "frames stacked), False `'none'`; it applies to ALE pixel ids", example=True),
+    refused("render_env", ("environment",), "volley renders only for videos: `volley evaluate --video`, "
+            "or algo.env.render() with create_env_on_driver=True"),
+    accepted("disable_env_checking", ("environment",), "volley runs no environment pre-check; it checks "
+             "every step for exceptions and NaN/inf instead (env_errors)", example=True),
+    refused("observation_space", ("environment",), "volley reads the spaces from the environment",
+            allowed=(None,), example="Box"),
+    refused("action_space", ("environment",), "volley reads the spaces from the environment",
+            allowed=(None,), example="Discrete"),
+    refused("env_task_fn", ("environment",), "volley has no task curricula; change env_config between "
+            "runs instead", allowed=(None,), example="fn"),
+    # env_runners() / rollouts()
+    same("rollout_fragment_length", "rollouts", example=50),
+    same("batch_mode", "rollouts", example="complete_episodes"),
+    same("observation_filter", "rollouts", example="MeanStdFilter"),
+    same("explore", "rollouts", example=False),
+    renamed("num_cpus_per_env_runner", "num_cpus_per_worker", "rollouts", example=1),
+    refused("num_gpus_per_env_runner", ("rollouts",), "rollout workers act on the CPU; num_gpus gives "
+            "the learner a GPU", allowed=(0,), example=1),
+    accepted("sample_timeout_s", ("rollouts",), "volley's sampling has no timeout; a dead worker is "
+             "replaced (fault_tolerance)", example=60.0),
+    accepted("compress_observations", ("rollouts",), "batches travel as numpy arrays, uncompressed",
+             example=True),
+    refused("remote_worker_envs", ("rollouts",), "each worker steps its environments as one vector in "
+            "its own process; add workers (num_env_runners) instead"),
+    accepted("validate_env_runners_after_construction", ("rollouts",), "a worker that cannot start "
+             "fails build() with its own error", example=True),
+    accepted("validate_workers_after_construction", ("rollouts",), "a worker that cannot start fails "
+             "build() with its own error", example=True),
+    refused("env_to_module_connector", ("rollouts",), "volley has no connector pipelines; "
+            "observation_filter and clip_rewards cover the usual ones", allowed=(None,), example="fn"),
+    refused("module_to_env_connector", ("rollouts",), "volley has no connector pipelines; clip_actions "
+            "and normalize_actions cover the usual ones", allowed=(None,), example="fn"),
+    # resources()
+    same("num_gpus", "resources", example=0),
+    same("num_cpus_per_worker", "resources", example=1),
+    same("num_cpus_for_driver", "resources", example=1),
+    refused("num_gpus_per_worker", ("resources",), "rollout workers act on the CPU; num_gpus gives the "
+            "learner a GPU", allowed=(0,), example=1),
+    renamed("num_cpus_for_local_worker", "num_cpus_for_driver", "resources", example=1),
+    renamed("num_cpus_for_main_process", "num_cpus_for_driver", "resources", example=1),
+    refused("num_learner_workers", ("resources",), ONE_LEARNER, allowed=(0, 1), example=2),
+    renamed("num_gpus_per_learner_worker", "num_gpus", "resources", example=0),
+    translated("num_cpus_per_learner_worker", ("resources",), num_cpus_per_learner, ("num_cpus_for_driver",),
+               "`num_cpus_for_driver` ('auto': volley chooses)", example=1),
+    accepted("placement_strategy", ("resources",), "volley spreads its worker actors over the cluster "
+             "(SPREAD) or places them in a Tune trial's placement group", example="PACK"),
+    refused("_fake_gpus", ("resources",), "volley trains on a GPU only where torch sees one"),
+    # learners()
+    refused("num_learners", ("learners",), ONE_LEARNER, allowed=(0, 1), example=2),
+    renamed("num_gpus_per_learner", "num_gpus", "learners", example=0),
+    translated("num_cpus_per_learner", ("learners",), num_cpus_per_learner, ("num_cpus_for_driver",),
+               "`num_cpus_for_driver` ('auto': volley chooses)", example=1),
+    # framework()
+    accepted("eager_tracing", ("framework",), "TensorFlow 2 only; RLlib ignores it under torch, as "
+             "volley does", example=True),
+    accepted("eager_max_retraces", ("framework",), "TensorFlow 2 only", example=20),
+    accepted("tf_session_args", ("framework",), "TensorFlow only", example={}),
+    accepted("local_tf_session_args", ("framework",), "TensorFlow only", example={}),
+    refused("torch_compile_learner", ("framework",), "volley does not torch.compile its networks"),
+    refused("torch_compile_worker", ("framework",), "volley does not torch.compile its networks"),
+    # api_stack()
+    accepted("enable_rl_module_and_learner", ("api_stack",), "volley has one stack, which takes the keys "
+             "of both of RLlib's", example=True),
+    accepted("enable_env_runner_and_connector_v2", ("api_stack",), "volley has one stack, which takes the "
+             "keys of both of RLlib's", example=True),
+    accepted("_enable_learner_api", ("training",), "volley has one stack, which takes the keys of both of "
+             "RLlib's", example=True),
+    # debugging()
+    same("seed", "debugging", example=3),
+    same("log_level", "debugging", example="ERROR"),
+    accepted("log_sys_usage", ("debugging",), "volley reports env_steps_per_s, sample_time_s and "
+             "learn_time_s in every result", example=False),
+    refused("logger_config", ("debugging",), "volley writes progress.jsonl and TensorBoard events itself "
+            "(volley train, or volley.run.train_until in Python)", allowed=(None,), example={"type": "x"}),
+    refused("fake_sampler", ("debugging",), "volley always samples its environments"),
+    # reporting()
+    same("metrics_num_episodes_for_smoothing", "reporting", example=20),
+    same("min_sample_timesteps_per_iteration", "reporting", example=1000),
+    same("min_time_s_per_iteration", "reporting", example=1.0),
+    renamed("timesteps_per_iteration", "min_sample_timesteps_per_iteration", "reporting", example=1000),
+    refused("min_train_timesteps_per_iteration", ("reporting",), "an iteration trains on what it "
+            "sampled; use min_sample_timesteps_per_iteration", allowed=(0, None), example=1000),
+    refused("keep_per_episode_custom_metrics", ("reporting",), "volley has no custom metrics (no "
+            "callbacks); per-episode returns are in episode_returns_this_iter"),
+    accepted("metrics_episode_collection_timeout_s", ("reporting",), "volley collects episode statistics "
+             "with every sample, without a timeout", example=60.0),
+    # evaluation()
+    same("evaluation_interval", "evaluation", example=1),
+    same("evaluation_duration", "evaluation", example=5),
+    same("evaluation_duration_unit", "evaluation", example="timesteps"),
+    same("evaluation_num_workers", "evaluation", example=0),
+    same("evaluation_config", "evaluation", example={"explore": False}),
+    same("evaluation_parallel_to_training", "evaluation", example=False),
+    accepted("evaluation_sample_timeout_s", ("evaluation",), "volley's evaluation has no timeout: it plays "
+             "evaluation_duration in full", example=120.0),
+    refused("evaluation_force_reset_envs_before_iteration", ("evaluation",), "volley's evaluation always "
+            "starts fresh episodes", allowed=(True,), example=False),
+    refused("always_attach_evaluation_results", ("evaluation",), "volley puts result['evaluation'] only "
+            "into the iterations that evaluate (every evaluation_interval)", allowed=(False,)),
+    refused("custom_evaluation_function", ("evaluation",), "write the loop around algo.evaluate() "
+            "instead", allowed=(None,), example="fn"),
+    # exploration()
+    translated("exploration_config", ("exploration",), epsilon_greedy("EpsilonGreedy", "PerWorkerEpsilonGreedy"),
+               ("epsilon_start", "epsilon_end", "epsilon_decay_steps", "epsilon_schedule"),
+               "`type` `'EpsilonGreedy'` or `'PerWorkerEpsilonGreedy'` (every Ape-X worker has its "
+               "own ε anyway); `initial_epsilon`, `final_epsilon`, `epsilon_timesteps` set "
+               "`epsilon_start`, `epsilon_end`, `epsilon_decay_steps` (linear)",
+               example={"type": "PerWorkerEpsilonGreedy", "initial_epsilon": 1.0, "final_epsilon": 0.05,
+                        "epsilon_timesteps": 20_000}, algorithms=APEX),
+    translated("exploration_config", ("exploration",), epsilon_greedy("EpsilonGreedy"),
+               ("epsilon_start", "epsilon_end", "epsilon_decay_steps", "epsilon_schedule"),
+               "`type` `'EpsilonGreedy'`; `initial_epsilon`, `final_epsilon`, `epsilon_timesteps` set "
+               "`epsilon_start`, `epsilon_end`, `epsilon_decay_steps` (linear); other types refused by name",
+               example={"type": "EpsilonGreedy", "initial_epsilon": 1.0, "final_epsilon": 0.02,
+                        "epsilon_timesteps": 10_000}, algorithms=DQN),
+    translated("exploration_config", ("exploration",), stochastic_sampling, (),
+               "`type` `'StochasticSampling'` (sampling from the policy is what `explore` does); other "
+               "types refused by name", example={"type": "StochasticSampling"},
+               algorithms=("ppo", "pg", "trpo")),
+    # training(), every algorithm
+    same("lr", "training", example=1e-3),
+    same("gamma", "training", example=0.95),
+    same("train_batch_size", "training", example=1000, note=" (DQN: the steps sampled per iteration; RLlib's "
+         "DQN train_batch_size is the replay minibatch, volley's minibatch_size)"),
+    same("model", "training", example={"fcnet_hiddens": [32, 32]}),
+    same("grad_clip", "training", example=1.0),
+    same("lr_schedule", "training", example=[[0, 1e-3], [10_000, 1e-4]]),
+    renamed("train_batch_size_per_learner", "minibatch_size", "training", algorithms=DQN, example=32,
+            note=" (DQN's RLlib batch is the replay minibatch; volley's train_batch_size is the steps "
+            "sampled per iteration)"),
+    renamed("train_batch_size_per_learner", "train_batch_size", "training", algorithms=("ppo", "pg", "trpo"),
+            example=1000),
+    refused("grad_clip_by", ("training",), "volley clips the global gradient norm", allowed=("global_norm",),
+            example="value"),
+    refused("optimizer", ("training",), "volley's optimizers are fixed: Adam (PPO, DQN, TRPO's value "
+            "function), RMSProp (PG); set lr and grad_clip", allowed=({},), example={"type": "SGD"}),
+    refused("learner_class", ("training",), "volley's algorithms are its own classes", allowed=(None,),
+            example="cls"),
+    # training(), PPO
+    same("kl_coeff", "training", example=0.3, note=" (volley's default 0.0 is no penalty; RLlib's is 0.2)"),
+    same("kl_target", "training", example=0.02),
+    same("clip_param", "training", example=0.3),
+    same("vf_clip_param", "training", example=10.0, note=" (volley's default None is no clipping; RLlib's "
+         "is 10.0)"),
+    same("vf_loss_coeff", "training", example=1.0),
+    same("entropy_coeff", "training", example=0.01),
+    same("num_epochs", "training", example=5),
+    same("minibatch_size", "training", example=128),
+    translated("vf_share_layers", ("training",), lambda v: {"model": {"vf_share_layers": v}}, ("model",),
+               "`model.vf_share_layers` (RLlib's old top-level PPO key)", example=True, algorithms=PPO),
+    refused("use_critic", ("training",), "volley's PPO always learns a value function for GAE",
+            allowed=(True,), example=False, algorithms=PPO),
+    refused("use_gae", ("training",), "volley's PPO always uses GAE; lambda=1.0 gives Monte-Carlo "
+            "returns less the value baseline", allowed=(True,), example=False, algorithms=PPO),
+    refused("entropy_coeff_schedule", ("training",), "volley's entropy_coeff is a constant",
+            allowed=(None,), example=[[0, 0.01], [10_000, 0.0]], algorithms=PPO),
+    accepted("shuffle_sequences", ("training",), "minibatches are rows drawn without replacement, "
+             "shuffled every epoch", example=True, algorithms=PPO),
+    # training(), DQN (and Ape-X)
+    same("double_q", "training", example=False),
+    same("dueling", "training", example=True),
+    same("n_step", "training", example=3),
+    same("hiddens", "training", example=[64]),
+    same("tau", "training", example=0.5),
+    translated("replay_buffer_config", ("training",), replay_buffer_config,
+               ("replay_buffer_capacity", "prioritized_replay", "prioritized_replay_alpha",
+                "prioritized_replay_beta", "prioritized_replay_eps", "learning_starts"),
+               "a prioritized `type` sets `prioritized_replay`; `capacity` → `replay_buffer_capacity`; "
+               "`prioritized_replay_alpha`/`alpha`, `_beta`/`beta`, `_eps` → `prioritized_replay_*`; "
+               "other types and keys refused by name",
+               example={"type": "MultiAgentPrioritizedReplayBuffer", "capacity": 50_000,
+                        "prioritized_replay_alpha": 0.5, "prioritized_replay_beta": 0.5,
+                        "prioritized_replay_eps": 1e-6}, algorithms=DQN),
+    translated("epsilon", ("training",), epsilon_points,
+               ("epsilon_start", "epsilon_end", "epsilon_decay_steps", "epsilon_schedule"),
+               "a number, or `[[0, start], [timesteps, end]]`: `epsilon_start`, `epsilon_end`, "
+               "`epsilon_decay_steps` (linear)", example=[[0, 1.0], [10_000, 0.05]], algorithms=DQN),
+    renamed("buffer_size", "replay_buffer_capacity", "training", algorithms=DQN, example=50_000),
+    renamed("store_buffer_in_checkpoints", "checkpoint_replay", "training", algorithms=APEX, example=True),
+    refused("store_buffer_in_checkpoints", ("training",), "volley's synchronous DQN refills its buffer "
+            "after a restore; Ape-X checkpoints its shards (checkpoint_replay)", algorithms=DQN),
+    refused("noisy", ("training",), "volley explores ε-greedily (exploration_config, or the epsilon_* "
+            "keys)", algorithms=DQN),
+    accepted("sigma0", ("training",), "only used with noisy=True, which volley refuses", example=0.5,
+             algorithms=DQN),
+    refused("num_atoms", ("training",), "volley's Q-networks are not distributional", allowed=(1,),
+            example=51, algorithms=DQN),
+    accepted("v_min", ("training",), "only used with num_atoms > 1, which volley refuses", example=-10.0,
+             algorithms=DQN),
+    accepted("v_max", ("training",), "only used with num_atoms > 1, which volley refuses", example=10.0,
+             algorithms=DQN),
+    refused("td_error_loss_fn", ("training",), "volley's DQN loss is the Huber loss", allowed=("huber",),
+            example="mse", algorithms=DQN),
+    refused("training_intensity", ("training",), "volley's train_intensity counts gradient steps per "
+            "sampled step: set train_intensity = training_intensity / minibatch_size", allowed=(None,),
+            example=8, algorithms=DQN),
+    refused("adam_epsilon", ("training",), "volley's DQN uses Adam's default epsilon", allowed=(1e-8,),
+            example=1e-4, algorithms=DQN),
+    # fault_tolerance()
+    translated("ignore_worker_failures", ("fault_tolerance",),
+               lambda v: {"on_worker_failure": "use_others"} if v else {}, ("on_worker_failure",),
+               "True: `on_worker_failure='use_others'`", example=True),
+    translated("ignore_env_runner_failures", ("fault_tolerance",),
+               lambda v: {"on_worker_failure": "use_others"} if v else {}, ("on_worker_failure",),
+               "True: `on_worker_failure='use_others'`", example=True),
+    translated("restart_failed_sub_environments", ("fault_tolerance",),
+               lambda v: {"env_errors": "recreate" if v else "raise"}, ("env_errors",),
+               "`env_errors`: True `'recreate'`, False `'raise'`", example=False),
+    accepted("delay_between_worker_restarts_s", ("fault_tolerance",), "volley starts a dead worker's "
+             "replacement at once", example=10.0),
+    # multi_agent(), callbacks(), offline_data(), checkpointing(), rl_module()
+    refused("policies", ("multi_agent",), ONE_POLICY, allowed=(None, {}), example={"p0", "p1"}),
+    refused("policy_mapping_fn", ("multi_agent",), ONE_POLICY, allowed=(None,), example="fn"),
+    refused("policies_to_train", ("multi_agent",), ONE_POLICY, allowed=(None,), example=["p0"]),
+    refused("count_steps_by", ("multi_agent",), ONE_POLICY, allowed=("env_steps",), example="agent_steps"),
+    refused("callbacks_class", ("callbacks",), NO_CALLBACKS, allowed=(None,), example="cls"),
+    *[refused(name, ("callbacks",), NO_CALLBACKS, allowed=(None,), example="fn") for name in CALLBACKS],
+    refused("input_", ("offline_data",), "volley learns from environments it steps, not from offline "
+            "data", allowed=("sampler",), example="/data/*.json"),
+    refused("output", ("offline_data",), "volley writes no sample batches; progress.jsonl holds the "
+            "results", allowed=(None,), example="/tmp/out"),
+    refused("export_native_model_files", ("checkpointing",), "volley's checkpoints hold the weights as "
+            "safetensors; algo.get_policy() is the torch module itself"),
+    accepted("checkpoint_trainable_policies_only", ("checkpointing",), "volley has one policy, always "
+             "trained", example=True),
+    translated("model_config", ("rl_module",), as_model("model_config"), ("model",),
+               "`model` (the same keys)", example={"fcnet_hiddens": [32]}),
+    translated("model_config_dict", ("rl_module",), as_model("model_config_dict"), ("model",),
+               "`model` (the same keys)", example={"fcnet_hiddens": [32]}),
+    refused("rl_module_spec", ("rl_module",), "volley builds its networks from model (ModelConfig); "
+            "custom RLModules are not supported", allowed=(None,), example="spec"),
+    # model={...}
+    refused("model.use_lstm", ("model",), "volley's networks are feed-forward; stack frames instead "
+            "(ALE ids stack 4)"),
+    refused("model.use_attention", ("model",), "volley's networks are feed-forward; stack frames "
+            "instead (ALE ids stack 4)"),
+    accepted("model.lstm_cell_size", ("model",), ONLY_LSTM, example=256),
+    accepted("model.max_seq_len", ("model",), ONLY_LSTM, example=20),
+    accepted("model.lstm_use_prev_action", ("model",), ONLY_LSTM, example=True),
+    accepted("model.lstm_use_prev_reward", ("model",), ONLY_LSTM, example=True),
+    refused("model.conv_filters", ("model",), "volley's image network is the Nature CNN (three conv "
+            "layers and 512 units)", allowed=(None,), example=[[16, [4, 4], 2]]),
+    refused("model.conv_activation", ("model",), "the Nature CNN uses relu", allowed=("relu",),
+            example="tanh"),
+    refused("model.post_fcnet_hiddens", ("model",), "volley's heads are linear on the MLP; add the "
+            "layers to fcnet_hiddens", allowed=([],), example=[64]),
+    accepted("model.post_fcnet_activation", ("model",), "only used with post_fcnet_hiddens", example="relu"),
+    refused("model.head_fcnet_hiddens", ("model",), "volley's heads are linear on the MLP; add the "
+            "layers to fcnet_hiddens", allowed=([],), example=[64]),
+    accepted("model.head_fcnet_activation", ("model",), "only used with head_fcnet_hiddens", example="relu"),
+    refused("model.free_log_std", ("model",), "volley's Gaussian policies always learn a "
+            "state-independent log std (log_std_init)", allowed=(True,), example=False),
+    refused("model.custom_model", ("model",), "volley builds its own networks from fcnet_hiddens, "
+            "fcnet_activation and vf_share_layers", allowed=(None,), example="my_model"),
+    refused("model.custom_model_config", ("model",), "volley has no custom models", allowed=({},),
+            example={"size": 3}),
+    refused("model.custom_action_dist", ("model",), "volley's distributions are categorical and "
+            "diagonal Gaussian", allowed=(None,), example="dist"),
+    refused("model.dim", ("model",), "ALE pixels are 84x84 with atari_preprocessing='deepmind'",
+            allowed=(84,), example=42),
+    refused("model.framestack", ("model",), "atari_preprocessing='deepmind' stacks 4 frames",
+            allowed=(True,), example=False),
+]
+
+BUILDER_GROUPS = ("environment", "rollouts", "resources", "learners", "framework", "api_stack", "debugging",
+                  "reporting", "evaluation", "exploration", "training", "fault_tolerance", "multi_agent",
+                  "callbacks", "offline_data", "checkpointing", "rl_module", "model")
+
+
+def rllib_key(name: str, algo_names: Collection[str]) -> RLlibKey | None:
+    """The table's entry for RLlib's ``name`` in a config of one of ``algo_names`` (None if none)."""
+    return next((key for key in RLLIB_KEYS if key.name == name and key.applies_to(algo_names)), None)
+
+
+# -- environments given as a class or a function ---------------------------------------------------
+
+_ENV_OBJECTS: dict[str, Callable[..., Any]] = {}
+
+
+def env_name(env: Any) -> str:
+    """The name a config keeps for an environment class or creator function given as ``env``.
+
+    RLlib takes a ``gymnasium.Env`` subclass or a function of ``env_config`` where volley's
+    configs (and checkpoints) hold a string. The name is ``"module:QualName"``: a config
+    restored in another process finds the class there again, if its module was imported
+    (:func:`env_object`). A second, different object with the same name (two lambdas in one
+    module) gets ``"#2"`` added. It is called like a ``register_env`` creator,
+    ``env(env_config)``, and travels to Ray workers the same way.
+    """
+    if not callable(env):
+        raise ConfigError(f"config key 'env' must be a Gymnasium id, a name given to register_env, a "
+                          f"gymnasium.Env subclass or a creator function, got {shown(env)}")
+    base = f"{getattr(env, '__module__', None) or '__main__'}:{getattr(env, '__qualname__', type(env).__name__)}"
+    name, copies = base, 1
+    while _ENV_OBJECTS.setdefault(name, env) is not env:
+        copies += 1
+        name = f"{base}#{copies}"
+    return name
+
+
+def env_object(name: str) -> Callable[..., Any] | None:
+    """The class or function behind a name :func:`env_name` gave: registered in this process, or,
+    for a config restored from a checkpoint, found again where this process has it already: a
+    ``gymnasium.Env`` subclass in an imported module, or a function of the running script
+    (``__main__``). Nothing is imported and nothing else is called: a checkpoint never chooses the
+    code that runs. None if there is none."""
+    if name in _ENV_OBJECTS:
+        return _ENV_OBJECTS[name]
+    module, sep, qualname = name.partition(":")
+    found: Any = sys.modules.get(module) if sep else None
+    for part in qualname.split("."):
+        found = getattr(found, part, None)
+    is_env_class = isinstance(found, type) and issubclass(found, gym.Env)
+    if not is_env_class and not (isinstance(found, types.FunctionType) and module == "__main__"):
+        return None
+    _ENV_OBJECTS[name] = found
+    return found
+
+
+def missing_env_hint(name: str) -> str | None:
+    """Why an ``env`` named like :func:`env_name`'s names cannot be found, and what to do."""
+    module, sep, qualname = name.partition(":")
+    if not sep or not module.replace(".", "_").isidentifier():
+        return None
+    short = qualname.split(".")[-1].split("#")[0]
+    return (f"environment '{name}' was a class or function given as env in the process that made this "
+            f"config, and this process has no {short} in module '{module}': import or define it first "
+            f"and pass it again (config.environment(env={short})), or register_env('{name}', creator)")
+
+
+# -- results: RLlib's nested views of volley's flat keys ------------------------------------------
+
+DEFAULT_POLICY = "default_policy"
+
+# volley's result key -> (old stack's learner_stats name, new stack's learners/default_policy name)
+LEARNER_STATS = {"kl": ("kl", "mean_kl_loss"), "kl_coeff": ("cur_kl_coeff", "curr_kl_coeff"),
+                 "explained_variance": ("vf_explained_var", "vf_explained_var"),
+                 "lr": ("cur_lr", "default_optimizer_learning_rate"), "loss": ("loss", "qf_loss"),
+                 "q_mean": ("mean_q", "qf_mean")}
+
+# keys train() adds beside the flat ones; the logger writes none of them (progress.jsonl,
+# TensorBoard and the console keep the flat names, and no number is written twice)
+TRAINING_VIEWS = frozenset({"env_runners", "learners", "info", "num_env_steps_sampled_lifetime",
+                            "num_episodes_lifetime"})
+EVALUATION_VIEWS = frozenset({"env_runners", "evaluation"})
+
+
+def training_views(result: dict[str, Any], stats: dict[str, Any]) -> dict[str, Any]:
+    """The new stack's nested keys (``env_runners``, ``learners``) and the old stack's ``info``
+    of a flat training result, holding the same numbers; ``stats`` are the algorithm's own."""
+    def renamed_stats(which: int) -> dict[str, Any]:
+        return {LEARNER_STATS[k][which] if k in LEARNER_STATS else k: v for k, v in stats.items()}
+
+    return {
+        "env_runners": {"episode_return_mean": result["episode_reward_mean"],
+                        "episode_return_min": result["episode_reward_min"],
+                        "episode_return_max": result["episode_reward_max"],
+                        "episode_len_mean": result["episode_len_mean"],
+                        "num_episodes": result["episodes_this_iter"],
+                        "num_env_steps_sampled": result["timesteps_this_iter"],
+                        "num_episodes_lifetime": result["episodes_total"],
+                        "num_env_steps_sampled_lifetime": result["timesteps_total"]},
+        "num_env_steps_sampled_lifetime": result["timesteps_total"],
+        "num_episodes_lifetime": result["episodes_total"],
+        "learners": {DEFAULT_POLICY: renamed_stats(1)},
+        "info": {"learner": {DEFAULT_POLICY: {"learner_stats": renamed_stats(0)}}},
+    }
+
+
+def evaluation_views(evaluation: dict[str, Any]) -> dict[str, Any]:
+    """The new stack's ``env_runners`` of a flat evaluation result, and the old stack's
+    ``evaluation`` wrapper that RLlib's ``algo.evaluate()`` returned."""
+    return {"env_runners": {"episode_return_mean": evaluation["episode_reward_mean"],
+                            "episode_return_min": evaluation["episode_reward_min"],
+                            "episode_return_max": evaluation["episode_reward_max"],
+                            "episode_len_mean": evaluation["episode_len_mean"],
+                            "num_episodes": evaluation["episodes_this_iter"],
+                            "num_env_steps_sampled": evaluation["timesteps_this_iter"]},
+            "evaluation": dict(evaluation)}
+
+
+def without_views(result: dict[str, Any]) -> dict[str, Any]:
+    """A result without the RLlib views (what the logger writes)."""
+    flat = {k: v for k, v in result.items() if k not in TRAINING_VIEWS}
+    if isinstance(flat.get("evaluation"), dict):
+        flat["evaluation"] = {k: v for k, v in flat["evaluation"].items() if k not in EVALUATION_VIEWS}
+    return flat
