@@ -26,9 +26,8 @@ from volley.rllib_compat import (
     BUILDER_GROUPS,
     LEARNER_STATS,
     RLLIB_KEYS,
-    RLlibKey,
     evaluation_views,
-    rllib_key,
+    takes,
     training_views,
 )
 
@@ -140,14 +139,6 @@ def render_results() -> str:
                       "`learners/default_policy/` and `info/learner/default_policy/learner_stats/`.", ""])
 
 
-def applies(entry: RLlibKey, config_class: type[AlgorithmConfig]) -> bool:
-    """Whether ``config_class`` takes RLlib's key as ``entry`` says (a ``same`` key: where the field
-    exists; a key with entries for several algorithms: the one the builder finds)."""
-    if entry.kind == "same":
-        return entry.name in config_class.field_specs()
-    return rllib_key(entry.name, config_class.algo_names()) is entry
-
-
 def rllib_rows() -> list[tuple[str, str, str, str]]:
     """``(group, key, volley, for)`` for every entry of the table and every alias."""
     classes = {name: algorithm.config_class for name, algorithm in ALGORITHMS.items()}
@@ -159,7 +150,8 @@ def rllib_rows() -> list[tuple[str, str, str, str]]:
             ALGORITHMS[name].__name__ for name in matching)
 
     rows = [(entry.groups[0], entry.name.removeprefix("model."), entry.volley,
-             names([n for n, c in classes.items() if applies(entry, c)])) for entry in RLLIB_KEYS]
+             names([n for n, c in classes.items() if takes(entry, c.field_specs(), c.algo_names())]))
+             for entry in RLLIB_KEYS]
     aliases = {(alias, target) for c in classes.values() for alias, target in c.ALIASES.items()}
     for alias, target in sorted(aliases):
         group = next(c.field_specs()[target][0].metadata["group"] for c in classes.values()

@@ -52,6 +52,7 @@ class RLlibKey:
     example: Any = None  # a value tutorials pass; the table's test sets it (refused kinds: a refused one)
     kind: str = "same"  # "same", "renamed", "translated", "accepted" or "refused"
     sets: tuple[str, ...] = field(default=())  # the volley keys it may set
+    allowed: tuple[Any, ...] = ()  # a refused key's values that are accepted (volley does that anyway)
 
     def applies_to(self, algo_names: Collection[str]) -> bool:
         return not self.algorithms or any(name in algo_names for name in self.algorithms)
@@ -92,7 +93,7 @@ def refused(name: str, groups: tuple[str, ...], why: str, allowed: tuple[Any, ..
         raise ConfigError(f"RLlib's {shown_key}={shown(value)} is not supported by volley: {why}")
     accepted = " or ".join(f"`{a!r}`" for a in allowed)
     return RLlibKey(name, groups, f"not supported (accepted: {accepted}): {why}", translate, algorithms,
-                    example, "refused")
+                    example, "refused", allowed=allowed)
 
 
 def accepted(name: str, groups: tuple[str, ...], why: str, example: Any,
@@ -513,6 +514,15 @@ BUILDER_GROUPS = ("environment", "rollouts", "resources", "learners", "framework
 def rllib_key(name: str, algo_names: Collection[str]) -> RLlibKey | None:
     """The table's entry for RLlib's ``name`` in a config of one of ``algo_names`` (None if none)."""
     return next((key for key in RLLIB_KEYS if key.name == name and key.applies_to(algo_names)), None)
+
+
+def takes(entry: RLlibKey, fields: Collection[str], algo_names: Collection[str]) -> bool:
+    """Whether a config with ``fields`` and ``algo_names`` takes RLlib's key as ``entry`` says: a
+    ``same`` key where it is a field; any other where the builder finds this entry (the first
+    of the entries for that name that applies)."""
+    if entry.kind == "same":
+        return entry.name in fields
+    return rllib_key(entry.name, algo_names) is entry
 
 
 # -- environments given as a class or a function ---------------------------------------------------
