@@ -24,6 +24,32 @@ def test_cartpole_local_engine_reaches_475():
     assert result["episode_reward_mean"] >= 475, result
 
 
+def test_cartpole_with_rllibs_adaptive_kl_penalty_reaches_475():
+    """RLlib's quick-start settings for the penalty (lr 0.01, kl_coeff 0.3, kl_target 0.01) on volley's
+    PPO: the weight is adapted by the rule after every iteration, and CartPole is solved."""
+    import torch
+
+    from volley.algorithms.ppo import adapt_kl_coeff
+
+    algo = (PPOConfig().environment("CartPole-v1").resources(engine="local")
+            .training(lr=0.01, kl_coeff=0.3, kl_target=0.01).debugging(seed=1).build())
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # small minibatches: a second thread on a busy core only waits
+    results: list[dict] = []
+    try:
+        while not results or (results[-1]["timesteps_total"] < 200_000
+                              and not results[-1]["episode_reward_mean"] >= 475):
+            results.append(algo.train())
+    finally:
+        torch.set_num_threads(threads)
+        algo.stop()
+    assert results[-1]["episode_reward_mean"] >= 475, results[-1]
+    weights = [r["kl_coeff"] for r in results]
+    assert len(set(weights)) > 2, weights  # the penalty was adapted, not left at 0.3
+    for before, after in zip(results, results[1:], strict=False):
+        assert after["kl_coeff"] == adapt_kl_coeff(before["kl_coeff"], before["kl"], 0.01)
+
+
 def test_cartpole_two_ray_workers_reach_475(ray_session):
     algo = (PPOConfig().environment("CartPole-v1").resources(engine="ray")
             .rollouts(num_workers=2, num_envs_per_worker=4).debugging(seed=1).build())

@@ -3,6 +3,8 @@
     first_batch OUT.npz   rank 0 saves the first gathered batch (gather mode)
     allreduce             5 updates in allreduce mode, then prints the largest weight
                           difference between the ranks' replicas
+    kl_penalty            3 iterations in allreduce mode with PPO's adaptive KL penalty; every
+                          rank prints its own KL and the penalty weight after each
     fail_on_rank_1        an environment whose creator raises on rank 1 only
 """
 
@@ -46,6 +48,25 @@ def allreduce() -> None:
         algo.stop()
 
 
+def kl_penalty() -> None:
+    from volley.algorithms.ppo import PPO
+
+    training_step = PPO.training_step
+
+    def reporting_step(self: PPO) -> dict:  # every rank, rank 0 and those serving it alike
+        stats = training_step(self)
+        print(f"rank {self.workers.rank} kl {stats['kl']!r} kl_coeff {self.kl_coeff!r}", flush=True)
+        return stats
+
+    PPO.training_step = reporting_step  # type: ignore[method-assign]
+    algo = ppo(mpi_mode="allreduce").training(kl_coeff=0.2, kl_target=1e-4).build()
+    try:
+        for _ in range(3):
+            algo.train()
+    finally:
+        algo.stop()
+
+
 def fail_on_rank_1() -> None:
     def creator(env_config: dict) -> gym.Env:
         if os.environ.get("PMI_RANK") == "1":
@@ -62,5 +83,6 @@ def fail_on_rank_1() -> None:
 
 
 if __name__ == "__main__":
-    {"first_batch": first_batch, "allreduce": allreduce, "fail_on_rank_1": fail_on_rank_1}[sys.argv[1]](
+    {"first_batch": first_batch, "allreduce": allreduce, "kl_penalty": kl_penalty,
+     "fail_on_rank_1": fail_on_rank_1}[sys.argv[1]](
         *sys.argv[2:])

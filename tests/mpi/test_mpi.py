@@ -50,6 +50,20 @@ def test_allreduce_mode_keeps_the_replicas_identical():
     assert float(words[5]) == 0.0  # and are bit-for-bit the same on both ranks
 
 
+def test_allreduce_replicas_adapt_the_kl_penalty_alike():
+    """Each rank measures KL on its own data, but all adapt kl_coeff from the mean over the ranks."""
+    out = mpiexec("kl_penalty")
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = [line.split() for line in out.stdout.splitlines() if line.startswith("rank ")]
+    by_rank = {rank: [(float(words[3]), float(words[5])) for words in rows if words[1] == rank]
+               for rank in ("0", "1")}
+    assert len(by_rank["0"]) == len(by_rank["1"]) == 3
+    assert [kl for kl, _ in by_rank["0"]] != [kl for kl, _ in by_rank["1"]]  # their own data differs
+    weights = [coeff for _, coeff in by_rank["0"]]
+    assert weights == [coeff for _, coeff in by_rank["1"]]  # bit for bit
+    assert weights == pytest.approx([0.2 * 1.5, 0.2 * 1.5 ** 2, 0.2 * 1.5 ** 3])  # every KL > 2 x 1e-4
+
+
 def test_gather_mode_first_batch_equals_the_local_engine(tmp_path):
     out = mpiexec("first_batch", str(tmp_path / "mpi.npz"))
     assert out.returncode == 0, out.stderr[-3000:]
