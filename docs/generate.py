@@ -22,14 +22,8 @@ from pathlib import Path
 from volley.algorithm import Algorithm
 from volley.algorithms import ALGORITHMS
 from volley.config import AlgorithmConfig, reference_markdown
-from volley.rllib_compat import (
-    BUILDER_GROUPS,
-    LEARNER_STATS,
-    RLLIB_KEYS,
-    evaluation_views,
-    takes,
-    training_views,
-)
+from volley.rllib_compat import BUILDER_GROUPS, RLLIB_KEYS, takes
+from volley.rllib_results import LEARNER_STATS, evaluation_views, training_views
 
 DOCS = Path(__file__).parent
 ALGORITHM_PAGES = DOCS / "algorithms"
@@ -76,7 +70,8 @@ print(algo.evaluate())
 classic course exercise (train, save, `Algorithm.from_checkpoint`, `compute_single_action`)
 this way. Below: what volley does with each of RLlib's methods, result keys and config
 keys. The config-key and result-key tables are generated from the code (`python
-docs/generate.py`, from `volley/rllib_compat.py` and the config classes);
+docs/generate.py`, from `volley/rllib_compat.py`, `volley/rllib_results.py` and the config
+classes);
 `tests/unit/test_docs.py` fails when this page is stale, and `tests/unit/test_rllib.py`
 sets every key below through the builder method named and checks that it does what
 this page says.

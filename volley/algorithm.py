@@ -35,7 +35,7 @@ from volley.engines import WorkerGroup, make_worker_group
 from volley.envs import EnvCreator, SingleEnv, check_env_id, env_actions, registered_creator
 from volley.errors import CheckpointError, ConfigError, TrainingError
 from volley.models import ActorCritic, Policy, build_policy
-from volley.rllib_compat import DEFAULT_POLICY, evaluation_views, training_views
+from volley.rllib_results import DEFAULT_POLICY, evaluation_views, training_views
 from volley.rollout.batch import Batch
 from volley.rollout.filters import FilterStats, RunningStats, make_filter
 from volley.rollout.worker import EnvStreams, RolloutWorker, SampleResult
@@ -61,11 +61,11 @@ class Algorithm(ABC):
             raise ConfigError(f"num_gpus={config.num_gpus:g} but torch sees no CUDA device")
         config.freeze()  # as in RLlib: a built algorithm never sees its config change
         check_env_id(config.env)
-        if config.num_cpus_for_driver is not None:
-            torch.set_num_threads(config.num_cpus_for_driver)  # the learner's threads
         self.config = config
         self.device = torch.device("cuda" if config.num_gpus > 0 else "cpu")
         self.workers = self.make_workers(registered_creator(config.env))
+        if config.num_cpus_for_driver is not None:  # after the workers: it wins over an engine's choice
+            torch.set_num_threads(config.num_cpus_for_driver)  # the learner's threads
         self.observation_space, self.action_space = self.workers.call("spaces")[0]
         torch.manual_seed(config.seed)  # after local workers exist, so every engine inits alike
         self.preprocess, policy = build_policy(self.observation_space, self.action_space, config.model,
@@ -244,7 +244,7 @@ class Algorithm(ABC):
         ``timesteps_total``, the algorithm's statistics, ...), which progress.jsonl and TensorBoard
         record, and RLlib's nested views of the same numbers, which they do not
         (``result["env_runners"]["episode_return_mean"]``, ``result["learners"]["default_policy"]``;
-        see ``volley.rllib_compat.training_views``).
+        see ``volley.rllib_results.training_views``).
 
         The training step repeats until ``min_sample_timesteps_per_iteration`` steps were sampled
         and ``min_time_s_per_iteration`` seconds passed (once by default).

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from volley.rllib_compat import without_views
+from volley.rllib_results import without_views
 
 PROGRESS = "progress.jsonl"
 

@@ -19,10 +19,10 @@ configs take is an entry of :data:`RLLIB_KEYS`, in one of four kinds:
 
 ``docs/generate.py`` writes docs/rllib.md from this table and the config classes, and
 ``tests/unit/test_rllib.py`` sets every entry through its builder method, so the page,
-the table and the code cannot drift apart. The module also holds the two other pieces
-of RLlib's surface that are data: environment classes and creator functions given as
-``env`` (:func:`env_name`), and the nested views of a result (:func:`training_views`).
-It sits in the config layer and imports nothing of volley but ``errors``.
+the table and the code cannot drift apart. The module also names environment classes and
+creator functions given as ``env`` (:func:`env_name`); RLlib's result keys are in
+``volley.rllib_results``. It sits in the config layer and imports nothing of volley but
+``errors``.
 """
 
 from __future__ import annotations
@@ -79,7 +79,18 @@ def translated(name: str, groups: tuple[str, ...], translate: Translate, sets: t
 
 def _is_one_of(value: Any, allowed: tuple[Any, ...]) -> bool:
     """``value == a`` for some ``a``, where a bool only equals a bool (RLlib's 0 is not False)."""
-    return any(isinstance(value, bool) == isinstance(a, bool) and value == a for a in allowed)
+    def equal(a: Any) -> bool:
+        try:
+            return isinstance(value, bool) == isinstance(a, bool) and bool(value == a)
+        except (TypeError, ValueError):  # an array compares element by element
+            return False
+    return any(equal(a) for a in allowed)
+
+
+def _flag(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"RLlib's {name} must be True or False, got {shown(value)}")
+    return value
 
 
 def refused(name: str, groups: tuple[str, ...], why: str, allowed: tuple[Any, ...] = (None, False),
@@ -239,7 +250,8 @@ RLLIB_KEYS: list[RLlibKey] = [
     same("clip_rewards", "environment", example=True),
     same("clip_actions", "environment", example=True),
     same("normalize_actions", "environment", example=True, note=" (volley's default is False; RLlib's True)"),
-    translated("is_atari", ("environment",), lambda v: {"atari_preprocessing": "deepmind" if v else "none"},
+    translated("is_atari", ("environment",),
+               lambda v: {"atari_preprocessing": "deepmind" if _flag("is_atari", v) else "none"},
                ("atari_preprocessing",), "`atari_preprocessing`: True is `'deepmind'` (84x84 grayscale, 4 "
                "frames stacked), False `'none'`; it applies to ALE pixel ids", example=True),
     refused("render_env", ("environment",), "volley renders only for videos: `volley evaluate --video`, "
@@ -442,13 +454,16 @@ RLLIB_KEYS: list[RLlibKey] = [
             example=1e-4, algorithms=DQN),
     # fault_tolerance()
     translated("ignore_worker_failures", ("fault_tolerance",),
-               lambda v: {"on_worker_failure": "use_others"} if v else {}, ("on_worker_failure",),
+               lambda v: {"on_worker_failure": "use_others"} if _flag("ignore_worker_failures", v) else {},
+               ("on_worker_failure",),
                "True: `on_worker_failure='use_others'`", example=True),
     translated("ignore_env_runner_failures", ("fault_tolerance",),
-               lambda v: {"on_worker_failure": "use_others"} if v else {}, ("on_worker_failure",),
+               lambda v: {"on_worker_failure": "use_others"} if _flag("ignore_env_runner_failures", v) else {},
+               ("on_worker_failure",),
                "True: `on_worker_failure='use_others'`", example=True),
     translated("restart_failed_sub_environments", ("fault_tolerance",),
-               lambda v: {"env_errors": "recreate" if v else "raise"}, ("env_errors",),
+               lambda v: {"env_errors": "recreate" if _flag("restart_failed_sub_environments", v) else "raise"},
+               ("env_errors",),
                "`env_errors`: True `'recreate'`, False `'raise'`", example=False),
     accepted("delay_between_worker_restarts_s", ("fault_tolerance",), "volley starts a dead worker's "
              "replacement at once", example=10.0),
@@ -579,62 +594,3 @@ def missing_env_hint(name: str) -> str | None:
     return (f"environment '{name}' was a class or function given as env in the process that made this "
             f"config, and this process has no {short} in module '{module}': import or define it first "
             f"and pass it again (config.environment(env={short})), or register_env('{name}', creator)")
-
-
-# -- results: RLlib's nested views of volley's flat keys ------------------------------------------
-
-DEFAULT_POLICY = "default_policy"
-
-# volley's result key -> (old stack's learner_stats name, new stack's learners/default_policy name)
-LEARNER_STATS = {"kl": ("kl", "mean_kl_loss"), "kl_coeff": ("cur_kl_coeff", "curr_kl_coeff"),
-                 "explained_variance": ("vf_explained_var", "vf_explained_var"),
-                 "lr": ("cur_lr", "default_optimizer_learning_rate"), "loss": ("loss", "qf_loss"),
-                 "q_mean": ("mean_q", "qf_mean")}
-
-# keys train() adds beside the flat ones; the logger writes none of them (progress.jsonl,
-# TensorBoard and the console keep the flat names, and no number is written twice)
-TRAINING_VIEWS = frozenset({"env_runners", "learners", "info", "num_env_steps_sampled_lifetime",
-                            "num_episodes_lifetime"})
-EVALUATION_VIEWS = frozenset({"env_runners", "evaluation"})
-
-
-def training_views(result: dict[str, Any], stats: dict[str, Any]) -> dict[str, Any]:
-    """The new stack's nested keys (``env_runners``, ``learners``) and the old stack's ``info``
-    of a flat training result, holding the same numbers; ``stats`` are the algorithm's own."""
-    def renamed_stats(which: int) -> dict[str, Any]:
-        return {LEARNER_STATS[k][which] if k in LEARNER_STATS else k: v for k, v in stats.items()}
-
-    return {
-        "env_runners": {"episode_return_mean": result["episode_reward_mean"],
-                        "episode_return_min": result["episode_reward_min"],
-                        "episode_return_max": result["episode_reward_max"],
-                        "episode_len_mean": result["episode_len_mean"],
-                        "num_episodes": result["episodes_this_iter"],
-                        "num_env_steps_sampled": result["timesteps_this_iter"],
-                        "num_episodes_lifetime": result["episodes_total"],
-                        "num_env_steps_sampled_lifetime": result["timesteps_total"]},
-        "num_env_steps_sampled_lifetime": result["timesteps_total"],
-        "num_episodes_lifetime": result["episodes_total"],
-        "learners": {DEFAULT_POLICY: renamed_stats(1)},
-        "info": {"learner": {DEFAULT_POLICY: {"learner_stats": renamed_stats(0)}}},
-    }
-
-
-def evaluation_views(evaluation: dict[str, Any]) -> dict[str, Any]:
-    """The new stack's ``env_runners`` of a flat evaluation result, and the old stack's
-    ``evaluation`` wrapper that RLlib's ``algo.evaluate()`` returned."""
-    return {"env_runners": {"episode_return_mean": evaluation["episode_reward_mean"],
-                            "episode_return_min": evaluation["episode_reward_min"],
-                            "episode_return_max": evaluation["episode_reward_max"],
-                            "episode_len_mean": evaluation["episode_len_mean"],
-                            "num_episodes": evaluation["episodes_this_iter"],
-                            "num_env_steps_sampled": evaluation["timesteps_this_iter"]},
-            "evaluation": dict(evaluation)}
-
-
-def without_views(result: dict[str, Any]) -> dict[str, Any]:
-    """A result without the RLlib views (what the logger writes)."""
-    flat = {k: v for k, v in result.items() if k not in TRAINING_VIEWS}
-    if isinstance(flat.get("evaluation"), dict):
-        flat["evaluation"] = {k: v for k, v in flat["evaluation"].items() if k not in EVALUATION_VIEWS}
-    return flat

@@ -11,6 +11,7 @@ import pytest
 
 from volley.algorithms import ALGORITHMS
 from volley.algorithms.ppo import PPO
+from volley.rllib_compat import RLLIB_KEYS
 
 ROOT = Path(__file__).parents[2]
 DOCS = ROOT / "docs"
@@ -29,6 +30,17 @@ def test_generated_pages_match_the_config_classes():
         assert path.read_text() == text, f"{path.relative_to(ROOT)} is stale: run python docs/generate.py"
     page = (DOCS / "configuration.md").read_text()
     assert "| `num_workers` (also `num_rollout_workers`, `num_env_runners`) |" in page
+
+
+def test_rllib_page_says_what_volley_does_with_every_rllib_key():
+    page = (DOCS / "rllib.md").read_text()
+    for entry in RLLIB_KEYS:
+        assert f"| `{entry.name.removeprefix('model.')}` | {entry.volley} |" in page, entry.name
+    assert "| `num_rollout_workers` | `num_workers` | all |" in page  # the config classes' aliases
+    assert "| `lambda_` | `gae_lambda` | PPO, TRPO |" in page
+    assert ("| `num_gpus_per_worker` | not supported (accepted: `0`): rollout workers act on the CPU; "
+            "num_gpus gives the learner a GPU | all |") in page
+    assert "| `env_runners/episode_return_mean` | `episode_reward_mean` |" in page  # result keys
 
 
 def test_every_algorithm_has_a_page_with_its_own_keys():
