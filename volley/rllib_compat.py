@@ -30,7 +30,7 @@ from __future__ import annotations
 import sys
 import types
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
@@ -51,7 +51,7 @@ class RLlibKey:
     algorithms: tuple[str, ...] = ()  # algo_name of the volley configs it applies to; (): all
     example: Any = None  # a value tutorials pass; the table's test sets it (refused kinds: a refused one)
     kind: str = "same"  # "same", "renamed", "translated", "accepted" or "refused"
-    sets: tuple[str, ...] = field(default=())  # the volley keys it may set
+    sets: tuple[str, ...] = ()  # the volley keys it may set
     allowed: tuple[Any, ...] = ()  # a refused key's values that are accepted (volley does that anyway)
 
     def applies_to(self, algo_names: Collection[str]) -> bool:
@@ -102,8 +102,8 @@ def refused(name: str, groups: tuple[str, ...], why: str, allowed: tuple[Any, ..
             return {}
         shown_key = f"model['{name[6:]}']" if name.startswith("model.") else name
         raise ConfigError(f"RLlib's {shown_key}={shown(value)} is not supported by volley: {why}")
-    accepted = " or ".join(f"`{a!r}`" for a in allowed)
-    return RLlibKey(name, groups, f"not supported (accepted: {accepted}): {why}", translate, algorithms,
+    allowed_text = " or ".join(f"`{a!r}`" for a in allowed)
+    return RLlibKey(name, groups, f"not supported (accepted: {allowed_text}): {why}", translate, algorithms,
                     example, "refused", allowed=allowed)
 
 

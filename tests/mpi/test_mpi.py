@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -54,9 +55,9 @@ def test_allreduce_replicas_adapt_the_kl_penalty_alike():
     """Each rank measures KL on its own data, but all adapt kl_coeff from the mean over the ranks."""
     out = mpiexec("kl_penalty")
     assert out.returncode == 0, out.stderr[-3000:]
-    rows = [line.split() for line in out.stdout.splitlines() if line.startswith("rank ")]
-    by_rank = {rank: [(float(words[3]), float(words[5])) for words in rows if words[1] == rank]
-               for rank in ("0", "1")}
+    number = r"(-?\d+(?:\.\d+)?(?:e-?\d+)?)"  # the ranks' lines can run into each other in mpiexec's output
+    rows = re.findall(rf"rank (\d) kl {number} kl_coeff {number}", out.stdout)
+    by_rank = {rank: [(float(kl), float(coeff)) for r, kl, coeff in rows if r == rank] for rank in ("0", "1")}
     assert len(by_rank["0"]) == len(by_rank["1"]) == 3
     assert [kl for kl, _ in by_rank["0"]] != [kl for kl, _ in by_rank["1"]]  # their own data differs
     weights = [coeff for _, coeff in by_rank["0"]]
