@@ -115,7 +115,7 @@ class Algorithm(ABC):
         settings = cfg.evaluation_settings().update(num_workers=cfg.evaluation_num_workers)
         return make_worker_group(settings, type(self).postprocess, registered_creator(cfg.env),
                                  seed_offset=EVAL_SEED_OFFSET + 1,
-                                 reserved_cpus=self.workers.num_workers * cfg.num_cpus_per_worker)
+                                 reserved_cpus=cfg.resolved_num_workers * cfg.num_cpus_per_worker)
 
     def extra_state(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
         """Tensors and JSON data a subclass adds to its checkpoints (the base saves none)."""

@@ -215,13 +215,14 @@ def run_settings(run_dir: Path) -> dict[str, Any]:
 
 def train_until(algo: Algorithm, stop: Stop, run_dir: Path | None = None,
                 checkpoint_freq: int = 10, keep_checkpoints: int = 5, tensorboard: bool = True,
-                out: TextIO = sys.stdout) -> Outcome:
+                out: TextIO | None = None) -> Outcome:
     """Train until ``stop``, SIGINT or SIGTERM, then write a final checkpoint if ``run_dir`` is set.
 
     A signal stops the iteration in progress: the final checkpoint holds the counters of
     the last completed iteration (an interrupted update may have taken some of its steps).
     """
     start = time.perf_counter()
+    out = out or sys.stdout  # looked up now: a caller (or a test) may have replaced sys.stdout
     logger = ResultLogger(run_dir, tensorboard=tensorboard, out=out, fraction=stop.fraction)
     if run_dir is not None:
         settings = {"stop": asdict(stop), "checkpoint_freq": checkpoint_freq,

@@ -134,7 +134,7 @@ def placement(config: AlgorithmConfig, num_workers: int, reserved_cpus: float = 
         strategy, where = PlacementGroupSchedulingStrategy(group), "this placement group (Tune trial)"
     needed = num_workers * config.num_cpus_per_worker
     if needed > available - reserved_cpus:
-        also = f" beside the {reserved_cpus:g} its training workers hold" if reserved_cpus else ""
+        also = f", {reserved_cpus:g} of them held by the training workers" if reserved_cpus else ""
         raise ConfigError(f"num_workers={num_workers} needs {needed:g} CPUs but {where} has "
                           f"{available:g}{also}; lower num_workers or num_cpus_per_worker")
     return strategy
