@@ -167,6 +167,12 @@ def build_parser() -> argparse.ArgumentParser:
     speed.add_argument("--set", dest="overrides", type=_key_value, action="append", default=[],
                        metavar="KEY=VALUE", help="any config key (repeatable)")
 
+    sampler = bench_kinds.add_parser("sampler", help="one worker's sampling against the raw environment")
+    sampler.add_argument("--env", action="append", metavar="ENV",
+                         help="only this environment (repeatable; default: CartPole x16, Pong RAM, "
+                         "Pong pixels, HalfCheetah, Humanoid)")
+    sampler.add_argument("--seconds", type=float, default=5.0, help="time per measurement (default: 5)")
+
     commands.add_parser("presets", help="the tuned presets and the results measured with them")
 
     evaluate = commands.add_parser("evaluate", help="play episodes with a checkpoint's policy")
@@ -419,8 +425,17 @@ def _plot(args: argparse.Namespace) -> int:
 
 def _bench(args: argparse.Namespace) -> int:
     from volley.algorithms import get_config_class
-    from volley.bench import speedup, table
+    from volley.bench import SAMPLER_CASES, measure_sampler, sampler_table, speedup, table
     from volley.envs import check_env_id
+
+    if args.bench == "sampler":
+        cases = [case for case in SAMPLER_CASES if args.env is None or case[0] in args.env]
+        for env in args.env or []:
+            check_env_id(env)
+            if env not in [case[0] for case in SAMPLER_CASES]:
+                cases.append((env, 1, {}))
+        print(sampler_table([measure_sampler(env, n, keys, args.seconds) for env, n, keys in cases]))
+        return 0
 
     overrides = dict(args.overrides)
     get_config_class(args.algo)().environment(args.env).update(**overrides).validate()
