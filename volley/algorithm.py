@@ -33,6 +33,7 @@ from volley.engines import WorkerGroup, make_worker_group
 from volley.envs import EnvCreator, SingleEnv, check_env_id, registered_creator
 from volley.errors import CheckpointError, ConfigError, TrainingError
 from volley.models import ActorCritic, Policy, build_policy
+from volley.optim import Optimizer
 from volley.rollout.batch import Batch
 from volley.rollout.filters import FilterStats, RunningStats, make_filter
 from volley.rollout.worker import EnvStreams, RolloutWorker, SampleResult
@@ -124,7 +125,7 @@ class Algorithm(ABC):
     def load_extra_state(self, tensors: dict[str, torch.Tensor], state: dict[str, Any]) -> None:  # noqa: B027
         """Restore what :meth:`extra_state` saved; ``tensors`` holds the whole checkpoint's."""
 
-    def optimizers(self) -> dict[str, torch.optim.Optimizer]:
+    def optimizers(self) -> dict[str, Optimizer]:
         """Optimizers to checkpoint, by name."""
         return {"optimizer": self.optimizer} if hasattr(self, "optimizer") else {}
 
@@ -181,7 +182,7 @@ class Algorithm(ABC):
         data-parallel replicas where there are some (the MPI engine's allreduce mode)."""
         self.workers.average_gradients(list(parameters))
 
-    def optimizer_step(self, optimizer: torch.optim.Optimizer, parameters: Iterable[torch.Tensor],
+    def optimizer_step(self, optimizer: Optimizer, parameters: Iterable[torch.Tensor],
                        loss: torch.Tensor | float, grad_clip: float | None) -> bool:
         """After ``backward()``: average the gradients over replicas, clip them to ``grad_clip``
         and step, unless the loss or the gradient is NaN/inf (see :meth:`update_is_finite`).
