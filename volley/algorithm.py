@@ -31,13 +31,17 @@ from volley.checkpoint import (
 from volley.config import AlgorithmConfig
 from volley.engines import WorkerGroup, make_worker_group
 from volley.envs import EnvCreator, SingleEnv, check_env_id, registered_creator
-from volley.errors import CheckpointError, ConfigError, TrainingError
+from volley.errors import CheckpointError, ConfigError, TrainingError, did_you_mean
 from volley.models import ActorCritic, Policy, build_policy
 from volley.rollout.batch import Batch
 from volley.rollout.filters import RunningStats, make_filter
 from volley.rollout.worker import EnvStreams, RolloutWorker, SampleResult
 
 EVAL_SEED_OFFSET = 1_000_000  # evaluation environments never replay training seeds
+
+# Every algorithm class defined so far, by its config's algo_name ("ppo"); filled by
+# Algorithm.__init_subclass__, so this module never imports the algorithms that register.
+_REGISTRY: dict[str, type[Algorithm]] = {}
 
 
 class Algorithm(ABC):
@@ -47,6 +51,22 @@ class Algorithm(ABC):
     policy: Policy  # subclasses name the kind they train (ActorCritic, QNetwork)
     # True where every update goes through reduce_gradients(), so MPI allreduce mode works
     averages_gradients: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _REGISTRY[cls.config_class.algo_name] = cls
+
+    @staticmethod
+    def named(name: str) -> type[Algorithm]:
+        """The algorithm called ``name``: its ``algo_name`` or class name, any case ('ppo', 'PPO',
+        'ApexDQN'). Every algorithm registers when its module is imported (``volley`` and
+        ``volley.algorithms`` import the built-in ones)."""
+        by_class_name = {cls.__name__.lower(): cls for cls in _REGISTRY.values()}  # as checkpoints name them
+        found = _REGISTRY.get(name.lower()) or by_class_name.get(name.lower())
+        if found is None:
+            raise ConfigError(f"unknown algorithm '{name}'{did_you_mean(name.lower(), _REGISTRY)}; "
+                              f"choose from {', '.join(sorted(_REGISTRY)) or '(none imported yet)'}")
+        return found
 
     def __init__(self, config: AlgorithmConfig) -> None:
         config = config.copy()
@@ -60,7 +80,7 @@ class Algorithm(ABC):
         self.config = config
         self.device = torch.device("cuda" if config.num_gpus > 0 else "cpu")
         self.workers = self.make_workers(registered_creator(config.env))
-        self.observation_space, self.action_space = self.workers.call("spaces")[0]
+        self.observation_space, self.action_space = self.workers.spaces()
         torch.manual_seed(config.seed)  # after local workers exist, so every engine inits alike
         self.preprocess, policy = build_policy(self.observation_space, self.action_space, config.model,
                                                config.network)
@@ -81,7 +101,6 @@ class Algorithm(ABC):
         self._sample_time = 0.0
         self._steps_this_iter = 0
         self.setup()
-        self.workers.serve(self)
         if config.create_env_on_driver:
             self.driver_worker()  # now, so a broken environment fails at build time
 
@@ -238,7 +257,7 @@ class Algorithm(ABC):
             "sample_time_s": self._sample_time,
             "learn_time_s": took - self._sample_time,
             "env_steps_per_s": self._steps_this_iter / took if took > 0 else math.nan,
-            "num_workers": self.config.resolved_num_workers,
+            "num_workers": self.workers.plan.num_workers,
             "num_worker_restarts": self.workers.num_restarts,
             "num_env_errors": self.num_env_errors,
             "num_skipped_updates": self.num_skipped_updates,
@@ -257,7 +276,7 @@ class Algorithm(ABC):
         if self._driver_worker is None:
             self._driver_worker = RolloutWorker(
                 self.config, 0, type(self).postprocess, registered_creator(self.config.env),
-                num_envs=1, seed_offset=EVAL_SEED_OFFSET, render_mode="rgb_array")
+                num_envs=1, seed_offset=EVAL_SEED_OFFSET, render_mode="rgb_array", plan=self.workers.plan)
         return self._driver_worker
 
     @property
@@ -357,11 +376,9 @@ class Algorithm(ABC):
     @classmethod
     def from_checkpoint(cls, path: str | Path, **overrides: Any) -> Algorithm:
         """Build the algorithm a checkpoint was saved from (config keys overridable) and restore it."""
-        from volley.algorithms import get_algorithm_class
-
         _, manifest = read_checkpoint(path)
         try:
-            algo_cls = get_algorithm_class(str(manifest.get("algorithm")))
+            algo_cls = cls.named(str(manifest.get("algorithm")))
         except ConfigError as exc:
             raise CheckpointError(f"checkpoint '{path}' cannot be loaded: {exc}") from None
         config = algo_cls.config_class.from_dict(manifest["config"]).update(**overrides)
@@ -372,6 +389,25 @@ class Algorithm(ABC):
             algo.stop()
             raise
         return algo
+
+    @property
+    def is_driver(self) -> bool:
+        """False on MPI ranks other than 0, which do not train: they :meth:`serve_forever`."""
+        return self.workers.is_driver
+
+    def serve_forever(self) -> None:
+        """On MPI ranks other than 0: serve rank 0 (gather mode) or train in step with it
+        (allreduce mode) until rank 0 calls :meth:`stop`. On the driver it returns at once.
+
+        ``volley.run.train_until`` and ``volley train`` call it; a script does::
+
+            with config.build() as algo:
+                if algo.is_driver:
+                    ...  # train, evaluate, save
+                else:
+                    algo.serve_forever()
+        """
+        self.workers.serve_forever(self)
 
     def stop(self) -> None:
         """Shut down every worker (and Ray, if this algorithm started it)."""

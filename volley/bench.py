@@ -59,7 +59,7 @@ def measure(algo: str, env: str, iterations: int, engine: str, workers: int, ove
         wall = time.perf_counter() - start
     finally:
         instance.stop()
-    return SpeedupRow(engine, instance.config.resolved_num_workers, wall,
+    return SpeedupRow(engine, instance.workers.plan.num_workers, wall,
                       result["timesteps_total"] - steps_before)
 
 

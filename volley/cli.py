@@ -197,10 +197,13 @@ def _train(args: argparse.Namespace) -> int:
     overrides = _overrides(args, engine=args.engine, num_workers=args.workers)
     algo, run_dir, saved = _resume(args, overrides) if args.resume is not None else _start(args, overrides)
     try:
+        if not algo.is_driver:  # an MPI rank other than 0: it serves rank 0, which prints and saves
+            algo.serve_forever()
+            return 0
         stop = _stop(args, saved.get("stop", {}))
         config = algo.config
         print(f"volley: {type(algo).__name__} on {config.env}, engine {config.engine}, "
-              f"{config.resolved_num_workers} worker(s) x {config.num_envs_per_worker} envs, "
+              f"{algo.workers.plan.num_workers} worker(s) x {config.num_envs_per_worker} envs, "
               f"seed {config.seed}")
         print(f"volley: run directory {run_dir}")
         if not stop.is_set:
@@ -269,13 +272,13 @@ def _start(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[Any, Pa
         Path(logdir).mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ConfigError(f"--logdir '{logdir}' cannot be created: {exc.strerror or exc}") from None
+    _install_hooks(config.engine)
     algo = config.build()
     return algo, Path(logdir) / run_dir_name(algo), {"stop": {"reward": _reward_threshold(config.env)}}
 
 
 def _resume(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[Any, Path, dict[str, Any]]:
     """Continue ``args.resume`` from its newest checkpoint, in the same directory."""
-    from volley.algorithm import Algorithm
     from volley.algorithms import get_algorithm_class
     from volley.checkpoint import read_checkpoint
     from volley.run import latest_checkpoint, rewind, run_settings
@@ -297,11 +300,21 @@ def _resume(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[Any, P
         raise ConfigError("--resume with mpi_mode='allreduce' is not supported: the replicas would "
                           "not load the checkpoint; resume with --set mpi_mode=gather")
     saved = run_settings(run_dir)
-    algo = Algorithm.from_checkpoint(checkpoint, **overrides)
-    rewind(run_dir, algo.iteration)
-    print(f"volley: resuming from {checkpoint} (iteration {algo.iteration}, "
-          f"{algo.timesteps_total} env steps)")
+    _install_hooks(merged.get("engine", ""))
+    algo = trained.from_checkpoint(checkpoint, **overrides)
+    if algo.is_driver:  # under MPI every rank restores; rank 0 alone touches the run directory
+        rewind(run_dir, algo.iteration)
+        print(f"volley: resuming from {checkpoint} (iteration {algo.iteration}, "
+              f"{algo.timesteps_total} env steps)")
     return algo, run_dir, saved
+
+
+def _install_hooks(engine: str) -> None:
+    """Under MPI, before anything can fail on one rank: a failure anywhere ends the whole job."""
+    if engine == "mpi":
+        from volley.engines.mpi_engine import install_rank_hooks
+
+        install_rank_hooks()
 
 
 def _tune(args: argparse.Namespace) -> int:
@@ -315,7 +328,7 @@ def _tune(args: argparse.Namespace) -> int:
         raise ConfigError("--asha needs --max-iters (the longest a trial may run)")
     from ray.tune.schedulers import ASHAScheduler
 
-    from volley.engines.ray_engine import init_ray
+    from volley.engines.ray_engine import init_ray, shutdown_ray
     from volley.tune import METRIC, search_space, sweep
 
     space = search_space(type(config), args.grid, args.uniform, args.loguniform)
@@ -331,8 +344,7 @@ def _tune(args: argparse.Namespace) -> int:
                         scheduler=scheduler)
     finally:
         if started:
-            import ray
-            ray.shutdown()
+            shutdown_ray()
     trials = [results[i] for i in range(len(results))]
     finished = [r for r in trials if r.metrics and r.error is None]
     for failed in (r for r in trials if r.error is not None):
@@ -377,7 +389,7 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from volley.algorithm import Algorithm
+    from volley.algorithms import Algorithm
     from volley.video import FrameRecorder, check_video_path, write_video
 
     video = check_video_path(args.video) if args.video else None

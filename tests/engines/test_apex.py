@@ -72,7 +72,7 @@ def small(**training) -> ApexDQNConfig:
 
 def test_learner_trains_on_what_the_workers_push(ray_session):
     algo = small(train_intensity=1.0, max_sample_lead=256).build()
-    actors, shards = list(algo.workers.actors), list(algo.workers.shards)
+    actors, shards = list(algo.workers.actors), list(algo.workers.replay_shards.actors)
     try:
         results = [algo.train() for _ in range(3)]
         last = results[-1]
@@ -91,7 +91,7 @@ def test_learner_trains_on_what_the_workers_push(ray_session):
     finally:
         algo.stop()
     pings = [lambda: algo.workers.parameter_server.fetch.remote(0),
-             *(lambda shard=shard: shard.size.remote() for shard in shards),
+             *(lambda shard=shard: shard.call.remote("size") for shard in shards),
              *(lambda actor=actor: actor.call.remote("spaces") for actor in actors)]
     for ping in pings:  # stop() ended every actor (ray.kill takes effect soon, not at once)
         assert_dies(ray_session, ping)

@@ -1,23 +1,30 @@
-"""Ape-X on Ray: a parameter server, replay-shard actors and acting workers around the learner.
+"""Asynchronous actors on Ray: a parameter server, replay shards and acting workers around a learner.
 
-Three plain classes, each made a Ray actor here:
+Three plain classes, made Ray actors here, that know nothing of any algorithm:
 
 - :class:`ParameterServer` holds the learner's latest flat weights and their version;
 - :class:`ReplayShard` hosts a :mod:`volley.replay` buffer (uniform or prioritized);
 - :class:`ActingWorker` wraps a :class:`~volley.rollout.worker.RolloutWorker` and, per
-  ``run()``, fetches newer weights, samples fragments until ``weight_sync_interval``
-  steps are done, and pushes each fragment's transitions (with their initial TD errors)
-  to a shard as one chunk, round-robin over the shards.
+  ``run()``, fetches newer weights, sets the run's exploration on its policy (the
+  algorithm's ``explore`` callable), samples fragments (the algorithm's ``postprocess``
+  runs in the sampler) until ``steps_per_run`` steps are done, and pushes each
+  fragment's rows, with the first priorities the algorithm's ``priorities`` callable
+  gives them, to a shard as one chunk, round-robin over the shards.
 
-:class:`RayAsyncWorkerGroup` is the learner's side. Every acting worker has two
-``run()`` calls queued, so it does not idle between them; a finished call's report
-(episodes, steps, the weight version used) is collected by :meth:`poll`, which
-queues the next. A worker that died (``ray.kill``, a crashed node) is replaced by a
-fresh one with the same index, which fetches the current weights on its first run.
-Workers wait (get no new run) while the learner's ``may_sample()`` says they are too
-far ahead of it.
-Minibatch requests are kept in flight (``replay_prefetch`` per shard), and priority
-updates and weights are sent without waiting for replies.
+What an algorithm asks of them comes in an :class:`~volley.engines.base.AsyncSpec`.
+:class:`RayAsyncWorkerGroup` is the learner's side. Every acting worker has two ``run()``
+calls queued, so it does not idle between them; a finished call's report (episodes,
+steps, the weight version used) is collected by :meth:`~RayAsyncWorkerGroup.poll`, which
+queues the next. Workers wait (get no new run) while the learner's ``may_sample()`` says
+they are too far ahead of it. Minibatch requests are kept in flight (``prefetch`` per
+shard), and priority updates and weights are sent without waiting for replies.
+
+Acting workers and replay shards are each an :class:`~volley.engines.actor_manager.ActorManager`:
+a dead acting worker is replaced by one with the same index and fresh environment seeds,
+whose first run fetches the current weights; a dead shard is replaced by an empty one
+(its rows are lost) and counted in ``num_shard_restarts``. Both follow the run's restart
+policy. A worker whose push finds its shard dead drops that chunk; the next run gets the
+replacement.
 """
 
 from __future__ import annotations
@@ -25,24 +32,18 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import ray
 
-from volley.algorithms.dqn import make_replay_buffer
-from volley.engines.base import ActorReport, AsyncWorkerGroup
-from volley.engines.ray_engine import _WorkerHost, init_ray, placement, ship_by_value
-from volley.envs import EnvCreator
-from volley.errors import ConfigError, VolleyError, WorkerError
-from volley.models import QNetwork
-from volley.replay import PrioritizedReplayBuffer
+from volley.engines.actor_manager import ActorManager, RestartCount, RestartPolicy
+from volley.engines.base import ActorReport, AsyncSpec, AsyncWorkerGroup, WorkerRecipe
+from volley.engines.ray_engine import init_ray, placement, ship_by_value, shutdown_ray
+from volley.replay import Prioritization, PrioritizedReplayBuffer, make_replay_buffer
 from volley.rollout.batch import Batch
-from volley.rollout.worker import Postprocess, RolloutWorker, SampleResult
-
-if TYPE_CHECKING:
-    from volley.algorithms.apex_dqn import ApexDQNConfig
-    from volley.engines import TDErrors
+from volley.rollout.worker import SampleResult
 
 QUEUED_RUNS = 2  # run() calls queued per acting worker, so one is always ready to start
 
@@ -63,17 +64,16 @@ class ParameterServer:
 
 
 class ReplayShard:
-    """One of ``num_replay_shards`` buffers, each ``replay_buffer_capacity / shards`` rows."""
+    """One of the replay buffers; shard ``slot`` draws its samples from the stream ``(seed, slot)``."""
 
-    def __init__(self, config: ApexDQNConfig, index: int) -> None:
-        capacity = math.ceil(config.replay_buffer_capacity / config.num_replay_shards)
-        self.buffer = make_replay_buffer(config, capacity, np.random.default_rng([config.seed, index]))
+    def __init__(self, capacity: int, prioritization: Prioritization | None, seed: int, slot: int) -> None:
+        self.buffer = make_replay_buffer(capacity, np.random.default_rng([seed, slot]), prioritization)
 
-    def add(self, rows: Batch, td_errors: np.ndarray | None) -> None:
-        """Store a chunk; with prioritized replay its rows start at their TD errors' priority."""
+    def add(self, rows: Batch, priorities: np.ndarray | None) -> None:
+        """Store a chunk; with prioritized replay its rows start at ``priorities`` (TD errors)."""
         slots = self.buffer.add(rows)
-        if td_errors is not None and isinstance(self.buffer, PrioritizedReplayBuffer):
-            self.buffer.update_priorities(slots, td_errors[len(td_errors) - len(slots):])
+        if priorities is not None and isinstance(self.buffer, PrioritizedReplayBuffer):
+            self.buffer.update_priorities(slots, priorities[len(priorities) - len(slots):])
 
     def sample(self, size: int) -> Batch | None:
         return self.buffer.sample(size) if len(self.buffer) else None
@@ -93,113 +93,116 @@ class ReplayShard:
 
 
 class ActingWorker:
-    """A rollout worker that samples with its own ε and feeds the replay shards directly."""
+    """A rollout worker that samples with its own exploration and feeds the replay shards directly."""
 
-    def __init__(self, config: ApexDQNConfig, index: int, postprocess: Postprocess,
-                 env_creator: EnvCreator | None, td_errors: TDErrors | None, parameter_server: Any,
-                 shards: list[Any]) -> None:
-        self.config, self.index, self.td_errors = config, index, td_errors
-        self.worker = RolloutWorker(config, index, postprocess, env_creator)
-        self.parameter_server, self.shards = parameter_server, shards
+    def __init__(self, recipe: WorkerRecipe, index: int, slot: int, spec: AsyncSpec,
+                 parameter_server: Any) -> None:
+        self.index, self.spec, self.config = index, spec, recipe.config
+        self.worker = recipe.build(index, slot)
+        self.parameter_server = parameter_server
         self.version = 0
         self.chunks = 0
-        self.pending_push: ray.ObjectRef | None = None
+        self.pending_push: tuple[int, ray.ObjectRef] | None = None
+        self.dead_shards: set[int] = set()
 
-    def spaces(self) -> Any:
+    def spaces(self) -> tuple[gym.Space, gym.Space]:
         return self.worker.spaces()
 
-    def run(self, epsilon: float) -> tuple[SampleResult, int]:
-        """Fetch newer weights, then sample ``weight_sync_interval`` steps into the shards.
+    def run(self, exploration: float, shards: list[Any]) -> tuple[SampleResult, int]:
+        """Fetch newer weights, then sample ``steps_per_run`` steps into ``shards`` (the
+        current handles: a replaced shard's new one).
 
         Returns the episodes and steps (an empty batch) and the weight version used.
         """
         policy = self.worker.policy
-        assert isinstance(policy, QNetwork)
         version, weights = ray.get(self.parameter_server.fetch.remote(self.version))
         if weights is not None:
             policy.set_flat_weights(weights)
             self.version = version
-        policy.set_epsilon(epsilon)
-        weights = policy.get_flat_weights()  # with this worker's ε in them
+        self.spec.explore(policy, exploration)
+        weights = policy.get_flat_weights()  # with this run's exploration in them
+        self.dead_shards.clear()
         results: list[SampleResult] = []
-        while sum(r.env_steps for r in results) < self.config.weight_sync_interval:
+        while sum(r.env_steps for r in results) < self.spec.steps_per_run:
             result = self.worker.sample(weights, None)
-            td_errors = self.td_errors(policy, result.batch, self.config) if self.td_errors else None
-            self._push(result.batch, td_errors)
+            priorities = self.spec.priorities(policy, result.batch, self.config) if self.spec.priorities else None
+            self._push(shards, result.batch, priorities)
             result.batch = Batch()
             results.append(result)
-        self._push_done()  # the steps reported are in a shard
+        self._push_done()  # the steps reported are in a shard (unless it died)
         return SampleResult(Batch(), np.concatenate([r.episode_returns for r in results]),
                             np.concatenate([r.episode_lengths for r in results]), None,
                             sum(r.env_steps for r in results)), self.version
 
-    def _push(self, rows: Batch, td_errors: np.ndarray | None) -> None:
-        """One chunk to the next shard; at most one push in flight, so a slow shard holds us back."""
+    def _push(self, shards: list[Any], rows: Batch, priorities: np.ndarray | None) -> None:
+        """One chunk to the next live shard; at most one push in flight, so a slow shard holds us back."""
         self._push_done()
-        shard = self.shards[(self.index + self.chunks) % len(self.shards)]
-        self.pending_push = shard.add.remote(rows, td_errors)
+        live = [k for k in range(len(shards)) if k not in self.dead_shards]
+        if live:
+            shard = live[(self.index + self.chunks) % len(live)]
+            self.pending_push = shard, shards[shard].call.remote("add", rows, priorities)
         self.chunks += 1
 
     def _push_done(self) -> None:
         if self.pending_push is not None:
-            ray.get(self.pending_push)
+            shard, ref = self.pending_push
             self.pending_push = None
+            try:
+                ray.get(ref)
+            except ray.exceptions.RayActorError:  # its chunk is lost; the learner replaces the shard
+                self.dead_shards.add(shard)
 
 
 class RayAsyncWorkerGroup(AsyncWorkerGroup):
-    """The learner's handle on Ape-X's actors (see the module docstring)."""
+    """The learner's handle on the parameter server, replay shards and acting workers."""
 
-    def __init__(self, config: ApexDQNConfig, postprocess: Postprocess, env_creator: EnvCreator | None,
-                 td_errors: TDErrors | None) -> None:
+    num_restarts = RestartCount("acting_workers")
+    num_shard_restarts = RestartCount("replay_shards")
+
+    def __init__(self, recipe: WorkerRecipe, spec: AsyncSpec) -> None:
+        config = recipe.config
         self.started_ray = init_ray(config)
-        self.config = config
-        self.num_workers = config.resolved_num_workers
-        self.num_restarts = 0
+        self.config, self.plan, self.spec = config, recipe.plan, spec
+        self.num_workers = recipe.plan.num_workers
         self.weight_version = 0
+        self.runs: dict[ray.ObjectRef, tuple[int, Any]] = {}  # queued run() -> (index, actor)
+        self.prefetched: deque[tuple[int, Any, ray.ObjectRef]] = deque()  # (shard, actor, sample())
+        self.idle: list[int] = []  # run() calls each worker could have queued but has not
         try:
-            self.strategy = placement(config, self.num_workers)
-        except ConfigError:
+            strategy = placement(config, self.num_workers)
+            ship_by_value(recipe.env_creator)
+            policy = RestartPolicy.of(config)
+            # The server and shards only answer calls: they reserve no CPU, so every CPU can act.
+            self.parameter_server: Any = ray.remote(num_cpus=0)(ParameterServer).remote()
+            capacity = math.ceil(spec.replay_capacity / spec.num_replay_shards)
+            self.replay_shards = ActorManager(
+                "replay shard", lambda index, slot: (ReplayShard, (capacity, spec.prioritization, config.seed, slot)),
+                spec.num_replay_shards, policy, num_cpus=0)
+            self.acting_workers = ActorManager(
+                "acting worker", lambda index, slot: (ActingWorker, (recipe, index, slot, spec, self.parameter_server)),
+                self.num_workers, policy, config.num_cpus_per_worker, strategy)
+        except BaseException:
             self.stop()
             raise
-        ship_by_value(env_creator)
-        # The server and shards only answer calls: they reserve no CPU, so every CPU can act.
-        self.parameter_server: Any = ray.remote(num_cpus=0)(ParameterServer).remote()
-        self.shards: list[Any] = [ray.remote(num_cpus=0)(ReplayShard).remote(config, k)
-                       for k in range(config.num_replay_shards)]
-        self._worker_args = (postprocess, env_creator, td_errors, self.parameter_server, self.shards)
-        self.actors: list[Any] = []
-        self.builds: list[ray.ObjectRef] = []
-        for index in range(self.num_workers):
-            actor, build = self._spawn(index)
-            self.actors.append(actor)
-            self.builds.append(build)
-        self._get(self.builds)
-        self.runs: dict[ray.ObjectRef, tuple[int, Any]] = {}  # queued run() -> (index, actor)
-        self.prefetched: deque[tuple[int, ray.ObjectRef]] = deque()
-        self.idle: list[int] = []  # run() calls each worker could have queued but has not
 
-    def _spawn(self, index: int) -> tuple[Any, ray.ObjectRef]:
-        host: Any = ray.remote(num_cpus=self.config.num_cpus_per_worker)(_WorkerHost)
-        actor = host.options(scheduling_strategy=self.strategy).remote()
-        return actor, actor.build.remote(ActingWorker, self.config, index, *self._worker_args)
-
-    def _get(self, refs: list[ray.ObjectRef]) -> list[Any]:
-        try:
-            return ray.get(refs)
-        except ray.exceptions.RayTaskError as exc:
-            if isinstance(exc.cause, VolleyError):
-                raise exc.cause from None
-            raise WorkerError(f"an Ape-X actor failed: {type(exc.cause).__name__}: {exc.cause}") from exc
+    @property
+    def actors(self) -> list[Any]:
+        """The acting workers' actor handles, in worker order."""
+        return self.acting_workers.actors
 
     def call(self, method: str, *args: Any) -> list[Any]:
-        return self._get([actor.call.remote(method, *args) for actor in self.actors])
+        results = self.acting_workers.foreach(method, *args)
+        return [results[index] for index in sorted(results)]
+
+    def spaces(self) -> tuple[gym.Space, gym.Space]:
+        return self.acting_workers.get(0, self.acting_workers.call(0, "spaces"))
 
     # -- acting workers ----------------------------------------------------------------------
 
-    def start(self, weights: np.ndarray, epsilon_of: Callable[[int], float],
+    def start(self, weights: np.ndarray, exploration_of: Callable[[int], float],
               may_sample: Callable[[], bool]) -> None:
         self.publish(weights)
-        self.epsilon_of, self.may_sample = epsilon_of, may_sample
+        self.exploration_of, self.may_sample = exploration_of, may_sample
         self.idle = [QUEUED_RUNS] * self.num_workers
         self._queue_runs()
 
@@ -209,8 +212,8 @@ class RayAsyncWorkerGroup(AsyncWorkerGroup):
             for _ in range(idle):
                 if not self.may_sample():
                     return
-                actor = self.actors[index]
-                self.runs[actor.call.remote("run", self.epsilon_of(index))] = (index, actor)
+                ref = self.acting_workers.call(index, "run", self.exploration_of(index), self.replay_shards.actors)
+                self.runs[ref] = (index, self.acting_workers.actors[index])
                 self.idle[index] -= 1
 
     def poll(self, timeout: float) -> list[ActorReport]:
@@ -224,24 +227,15 @@ class RayAsyncWorkerGroup(AsyncWorkerGroup):
         for ref in ready:
             index, actor = self.runs.pop(ref)
             try:
-                result, version = ray.get(ref)
-            except ray.exceptions.RayActorError:
-                if actor is self.actors[index]:  # its other queued run fails too: replace once
-                    self._replace(index)
+                result, version = self.acting_workers.get(index, ref)
+            except ray.exceptions.RayActorError as exc:
+                if actor is self.acting_workers.actors[index]:  # its other queued run fails too: replace once
+                    self.acting_workers.replace(index, exc)
+                    self.idle[index] = QUEUED_RUNS
                 continue
-            except ray.exceptions.RayTaskError:
-                self._get([self.builds[index], ref])  # raises a constructor's error, else the run's
-                raise
             reports.append(ActorReport(index, result, version))
             self.idle[index] += 1
         return reports
-
-    def _replace(self, index: int) -> None:
-        """A fresh worker in place of a dead one; its first run() fetches the current weights."""
-        ray.kill(self.actors[index])
-        self.actors[index], self.builds[index] = self._spawn(index)
-        self.num_restarts += 1
-        self.idle[index] = QUEUED_RUNS
 
     # -- parameter server and replay shards --------------------------------------------------
 
@@ -251,11 +245,17 @@ class RayAsyncWorkerGroup(AsyncWorkerGroup):
 
     def next_minibatch(self) -> tuple[int, Batch] | None:
         if not self.prefetched:
-            for _ in range(self.config.replay_prefetch):
-                for shard in range(len(self.shards)):
+            for _ in range(self.spec.prefetch):
+                for shard in range(len(self.replay_shards.actors)):
                     self._request(shard)
-        shard, ref = self.prefetched.popleft()
-        batch = ray.get(ref)
+        shard, actor, ref = self.prefetched.popleft()
+        try:
+            batch = self.replay_shards.get(shard, ref)
+        except ray.exceptions.RayActorError as exc:
+            if actor is self.replay_shards.actors[shard]:  # its other requests fail too: replace once
+                self.replay_shards.replace(shard, exc)
+            self._request(shard)
+            return None
         self._request(shard)
         if batch is None:
             return None
@@ -263,27 +263,42 @@ class RayAsyncWorkerGroup(AsyncWorkerGroup):
         return shard, Batch({key: np.array(column) for key, column in batch.items()})
 
     def _request(self, shard: int) -> None:
-        self.prefetched.append((shard, self.shards[shard].sample.remote(self.config.minibatch_size)))
+        self.prefetched.append((shard, self.replay_shards.actors[shard],
+                                self.replay_shards.call(shard, "sample", self.spec.minibatch_size)))
 
     def update_priorities(self, shard: int, indices: np.ndarray, td_errors: np.ndarray) -> None:
-        self.shards[shard].update_priorities.remote(indices, td_errors)
+        self.replay_shards.call(shard, "update_priorities", indices, td_errors)
 
     def replay_size(self) -> int:
-        return sum(ray.get([shard.size.remote() for shard in self.shards]))
+        return sum(self.replay_shards.foreach("size").values())
 
     def replay_state(self) -> list[dict[str, np.ndarray]]:
-        return ray.get([shard.state.remote() for shard in self.shards])
+        """A dead shard's rows are gone: it is saved empty, and not replaced here, so that the
+        final checkpoint of a run its death stopped can still be written."""
+        refs = [self.replay_shards.call(shard, "state") for shard in range(len(self.replay_shards.actors))]
+        states: list[dict[str, np.ndarray]] = []
+        for shard, ref in enumerate(refs):
+            try:
+                states.append(self.replay_shards.get(shard, ref))
+            except ray.exceptions.RayActorError:
+                states.append({})
+        return states
 
     def load_replay_state(self, shards: list[dict[str, np.ndarray]]) -> None:
-        ray.get([self.shards[k % len(self.shards)].load_state.remote(columns)
-                 for k, columns in enumerate(shards)])
+        count = len(self.replay_shards.actors)
+        for target in range(count):
+            for columns in shards[target::count]:
+                self.replay_shards.get(target, self.replay_shards.call(target, "load_state", columns))
 
     def stop(self) -> None:
-        for actor in [*getattr(self, "actors", []), *getattr(self, "shards", [])]:
-            ray.kill(actor)
+        for manager in (getattr(self, "acting_workers", None), getattr(self, "replay_shards", None)):
+            if manager is not None:
+                manager.stop()
         if hasattr(self, "parameter_server"):
             ray.kill(self.parameter_server)
-        self.actors, self.shards, self.runs = [], [], {}
+        self.runs = {}
+        self.prefetched.clear()
         if self.started_ray:
-            ray.shutdown()
+            shutdown_ray()
             self.started_ray = False
+
