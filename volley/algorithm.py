@@ -78,8 +78,8 @@ class Algorithm(ABC):
             raise ConfigError(f"num_gpus={config.num_gpus:g} but torch sees no CUDA device")
         check_env_id(config.env)
         self.config = config
-        self.device = torch.device("cuda" if config.num_gpus > 0 else "cpu")
         self.workers = self.make_workers(registered_creator(config.env))
+        self.device = torch.device("cuda" if config.num_gpus > 0 and self.workers.learns else "cpu")
         self.observation_space, self.action_space = self.workers.spaces()
         torch.manual_seed(config.seed)  # after local workers exist, so every engine inits alike
         self.preprocess, policy = build_policy(self.observation_space, self.action_space, config.model,

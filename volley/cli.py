@@ -423,9 +423,9 @@ def main(argv: list[str] | None = None) -> int:
                     "plot": _plot}
         return commands[args.command](args)
     except VolleyError as exc:
-        if _mpi_rank() != 0 and sys.excepthook is not sys.__excepthook__:
+        if _mpi_rank() != 0 and sys.excepthook is not sys.__excepthook__ and not isinstance(exc, ConfigError):
             raise  # this rank's own failure once the MPI job is up: its hook names it and aborts all
-        if _mpi_rank() == 0:  # every rank hits the same mistake; say it once
+        if _mpi_rank() == 0:  # every rank hits the same mistake (a config is the same on all); say it once
             print(f"volley {args.command}: error: {one_line(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # a second Ctrl-C while the final checkpoint was being written

@@ -79,6 +79,25 @@ def test_an_exception_on_rank_1_ends_the_job_naming_rank_1():
     assert time.monotonic() - start < 60
 
 
+def test_train_until_serves_rank_0_from_the_other_ranks(tmp_path):
+    out = mpiexec("train_until", str(tmp_path))
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = sorted(line for line in out.stdout.splitlines() if line.startswith("rank "))
+    assert lines == ["rank 0: reached 2 iterations, iteration 2", "rank 1: served rank 0, iteration 0"]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("checkpoint")) == [
+        "checkpoint", "checkpoint_000002"]  # written by rank 0 alone
+    assert len((tmp_path / "progress.jsonl").read_text().splitlines()) == 2
+
+
+def test_training_on_a_rank_other_than_0_is_a_clear_error():
+    start = time.monotonic()
+    out = mpiexec("train_on_rank_1", timeout=120)
+    assert out.returncode != 0
+    assert ("rank 1 failed: VolleyError: MPI rank 1 serves rank 0 and does not train or sample itself: "
+            "call algo.serve_forever() on the ranks other than 0") in out.stderr, out.stderr
+    assert time.monotonic() - start < 60
+
+
 def test_nprocs_needs_the_mpi_engine():
     out = subprocess.run([str(BIN / "volley"), "train", "--nprocs", "2"], capture_output=True, text=True)
     assert out.returncode == 2

@@ -61,6 +61,9 @@ class WorkerGroup(ABC):
     num_restarts: int = 0  # dead workers replaced so far (the Ray engine replaces them)
     # False on MPI ranks other than 0: they serve rank 0 (serve_forever) instead of training
     is_driver: bool = True
+    # False where the algorithm built around this group never updates (MPI gather mode, ranks
+    # other than 0: they only sample for rank 0), so its learner needs no GPU
+    learns: bool = True
 
     @abstractmethod
     def call(self, method: str, *args: Any) -> list[Any]:

@@ -189,6 +189,10 @@ class MPIWorkerGroup(WorkerGroup):
 class GatherGroup(MPIWorkerGroup):
     """Gather mode: rank 0 broadcasts each call, every rank runs it, rank 0 gathers the results."""
 
+    def __init__(self, comm: Any, recipe: WorkerRecipe) -> None:
+        super().__init__(comm, recipe)
+        self.learns = self.is_driver
+
     def call(self, method: str, *args: Any) -> list[Any]:
         if not self.is_driver:
             raise self._not_the_driver()
