@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import ray
 
@@ -101,11 +102,11 @@ class ActorManager:
                 raise exc.cause from None
             raise WorkerError(f"{self.kind} {index} failed: {type(exc.cause).__name__}: {exc.cause}") from exc
 
-    def foreach(self, method: str, *args: Any, again: bool = True) -> dict[int, Any]:
+    def foreach(self, method: str, *args: Any, again: bool = True) -> list[Any]:
         """``method(*args)`` on every actor, array arguments put into the object store once.
 
         A dead actor is replaced; with ``again`` (or when no actor answered) the replacement
-        is called too. Returns the results by actor index.
+        is called too. Returns the results in actor order (of the actors that answered).
         """
         shipped = [ray.put(a) if isinstance(a, np.ndarray) else a for a in args]
         results: dict[int, Any] = {}
@@ -121,7 +122,7 @@ class ActorManager:
             for index, cause in died:
                 self.replace(index, cause)
             pending = [index for index, _ in died] if again or not results else []
-        return results
+        return [results[index] for index in sorted(results)]
 
     def replace(self, index: int, death: Exception) -> None:
         """Start a new actor (in a new slot) for ``index``, or raise a WorkerError saying why not."""
@@ -167,6 +168,27 @@ class RestartCount:
 
     def __set__(self, group: object, value: int) -> None:
         getattr(group, self.manager).num_restarts = value
+
+
+class ManagedWorkers:
+    """What a worker group whose workers are the actors of one :class:`ActorManager`
+    (``self.manager``) shares with every other such group."""
+
+    manager: ActorManager
+    num_restarts = RestartCount("manager")
+
+    @property
+    def actors(self) -> list[Any]:
+        """The workers' actor handles, in worker order."""
+        return self.manager.actors
+
+    def spaces(self) -> tuple[gym.Space, gym.Space]:
+        """Observation and action space of one environment, asked of worker 0."""
+        return self.manager.get(0, self.manager.call(0, "spaces"))
+
+    def node_ids(self) -> list[str]:
+        """The Ray node each worker runs on (to check placement)."""
+        return self.manager.node_ids()
 
 
 def first_line(exc: Exception) -> str:

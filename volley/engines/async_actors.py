@@ -38,7 +38,7 @@ import gymnasium as gym
 import numpy as np
 import ray
 
-from volley.engines.actor_manager import ActorManager, RestartCount, RestartPolicy
+from volley.engines.actor_manager import ActorManager, ManagedWorkers, RestartCount, RestartPolicy
 from volley.engines.base import ActorReport, AsyncSpec, AsyncWorkerGroup, WorkerRecipe
 from volley.engines.ray_engine import init_ray, placement, ship_by_value, shutdown_ray
 from volley.replay import Prioritization, PrioritizedReplayBuffer, make_replay_buffer
@@ -153,10 +153,9 @@ class ActingWorker:
                 self.dead_shards.add(shard)
 
 
-class RayAsyncWorkerGroup(AsyncWorkerGroup):
-    """The learner's handle on the parameter server, replay shards and acting workers."""
+class RayAsyncWorkerGroup(ManagedWorkers, AsyncWorkerGroup):
+    """The learner's handle on the parameter server, replay shards and acting workers (``manager``)."""
 
-    num_restarts = RestartCount("acting_workers")
     num_shard_restarts = RestartCount("replay_shards")
 
     def __init__(self, recipe: WorkerRecipe, spec: AsyncSpec) -> None:
@@ -178,24 +177,15 @@ class RayAsyncWorkerGroup(AsyncWorkerGroup):
             self.replay_shards = ActorManager(
                 "replay shard", lambda index, slot: (ReplayShard, (capacity, spec.prioritization, config.seed, slot)),
                 spec.num_replay_shards, policy, num_cpus=0)
-            self.acting_workers = ActorManager(
+            self.manager = ActorManager(
                 "acting worker", lambda index, slot: (ActingWorker, (recipe, index, slot, spec, self.parameter_server)),
                 self.num_workers, policy, config.num_cpus_per_worker, strategy)
         except BaseException:
             self.stop()
             raise
 
-    @property
-    def actors(self) -> list[Any]:
-        """The acting workers' actor handles, in worker order."""
-        return self.acting_workers.actors
-
     def call(self, method: str, *args: Any) -> list[Any]:
-        results = self.acting_workers.foreach(method, *args)
-        return [results[index] for index in sorted(results)]
-
-    def spaces(self) -> tuple[gym.Space, gym.Space]:
-        return self.acting_workers.get(0, self.acting_workers.call(0, "spaces"))
+        return self.manager.foreach(method, *args)
 
     # -- acting workers ----------------------------------------------------------------------
 
@@ -212,8 +202,8 @@ class RayAsyncWorkerGroup(AsyncWorkerGroup):
             for _ in range(idle):
                 if not self.may_sample():
                     return
-                ref = self.acting_workers.call(index, "run", self.exploration_of(index), self.replay_shards.actors)
-                self.runs[ref] = (index, self.acting_workers.actors[index])
+                ref = self.manager.call(index, "run", self.exploration_of(index), self.replay_shards.actors)
+                self.runs[ref] = (index, self.manager.actors[index])
                 self.idle[index] -= 1
 
     def poll(self, timeout: float) -> list[ActorReport]:
@@ -227,10 +217,10 @@ class RayAsyncWorkerGroup(AsyncWorkerGroup):
         for ref in ready:
             index, actor = self.runs.pop(ref)
             try:
-                result, version = self.acting_workers.get(index, ref)
+                result, version = self.manager.get(index, ref)
             except ray.exceptions.RayActorError as exc:
-                if actor is self.acting_workers.actors[index]:  # its other queued run fails too: replace once
-                    self.acting_workers.replace(index, exc)
+                if actor is self.manager.actors[index]:  # its other queued run fails too: replace once
+                    self.manager.replace(index, exc)
                     self.idle[index] = QUEUED_RUNS
                 continue
             reports.append(ActorReport(index, result, version))
@@ -270,7 +260,7 @@ class RayAsyncWorkerGroup(AsyncWorkerGroup):
         self.replay_shards.call(shard, "update_priorities", indices, td_errors)
 
     def replay_size(self) -> int:
-        return sum(self.replay_shards.foreach("size").values())
+        return sum(self.replay_shards.foreach("size"))
 
     def replay_state(self) -> list[dict[str, np.ndarray]]:
         """A dead shard's rows are gone: it is saved empty, and not replaced here, so that the
@@ -291,7 +281,7 @@ class RayAsyncWorkerGroup(AsyncWorkerGroup):
                 self.replay_shards.get(target, self.replay_shards.call(target, "load_state", columns))
 
     def stop(self) -> None:
-        for manager in (getattr(self, "acting_workers", None), getattr(self, "replay_shards", None)):
+        for manager in (getattr(self, "manager", None), getattr(self, "replay_shards", None)):
             if manager is not None:
                 manager.stop()
         if hasattr(self, "parameter_server"):

@@ -27,12 +27,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
 import ray
 
 from volley.config import AlgorithmConfig
 from volley.engines import ray_reaper
-from volley.engines.actor_manager import ActorManager, RestartCount, RestartPolicy
+from volley.engines.actor_manager import ActorManager, ManagedWorkers, RestartPolicy
 from volley.engines.base import WorkerGroup, WorkerRecipe
 from volley.envs import EnvCreator
 from volley.errors import ConfigError
@@ -133,10 +132,8 @@ def placement(config: AlgorithmConfig, num_workers: int) -> Any:
     return strategy
 
 
-class RayWorkerGroup(WorkerGroup):
+class RayWorkerGroup(ManagedWorkers, WorkerGroup):
     """``num_workers`` Ray actors, each hosting one :class:`RolloutWorker`."""
-
-    num_restarts = RestartCount("manager")
 
     def __init__(self, recipe: WorkerRecipe) -> None:
         config = recipe.config
@@ -153,21 +150,8 @@ class RayWorkerGroup(WorkerGroup):
             self.stop()
             raise
 
-    @property
-    def actors(self) -> list[Any]:
-        """The workers' actor handles, in worker order."""
-        return self.manager.actors
-
     def call(self, method: str, *args: Any) -> list[Any]:
-        results = self.manager.foreach(method, *args, again=self.config.on_worker_failure == "resample")
-        return [results[index] for index in sorted(results)]
-
-    def spaces(self) -> tuple[gym.Space, gym.Space]:
-        return self.manager.get(0, self.manager.call(0, "spaces"))
-
-    def node_ids(self) -> list[str]:
-        """The Ray node each worker runs on (to check placement)."""
-        return self.manager.node_ids()
+        return self.manager.foreach(method, *args, again=self.config.on_worker_failure == "resample")
 
     def stop(self) -> None:
         if hasattr(self, "manager"):
