@@ -101,7 +101,7 @@ class Algorithm(ABC):
         self._sample_time = 0.0
         self._steps_this_iter = 0
         self.setup()
-        if config.create_env_on_driver:
+        if config.create_env_on_driver and self.is_driver:
             self.driver_worker()  # now, so a broken environment fails at build time
 
     # -- what each algorithm writes ------------------------------------------------------------

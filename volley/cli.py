@@ -296,7 +296,8 @@ def _resume(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[Any, P
         raise ConfigError(f"--env {args.env} but run '{run_dir}' trains on {manifest['config']['env']}")
     merged = {**manifest["config"], **overrides}
     if merged.get("engine") == "mpi" and merged.get("mpi_mode") == "allreduce":
-        # the replicas on ranks other than 0 never return from build(), so only rank 0 would restore
+        # every rank restores now that build() returns on all of them, but no test yet shows that
+        # resumed replicas stay identical: refused until one does
         raise ConfigError("--resume with mpi_mode='allreduce' is not supported: the replicas would "
                           "not load the checkpoint; resume with --set mpi_mode=gather")
     saved = run_settings(run_dir)
