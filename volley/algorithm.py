@@ -39,8 +39,8 @@ from volley.rollout.worker import EnvStreams, RolloutWorker, SampleResult
 
 EVAL_SEED_OFFSET = 1_000_000  # evaluation environments never replay training seeds
 
-# Every algorithm class defined so far, by its config's algo_name ("ppo"); filled by
-# Algorithm.__init_subclass__, so this module never imports the algorithms that register.
+# Every algorithm class defined so far, by its class name in lower case ("ppo", "apexdqn");
+# filled by Algorithm.__init_subclass__, so this module never imports the algorithms.
 _REGISTRY: dict[str, type[Algorithm]] = {}
 
 
@@ -54,18 +54,19 @@ class Algorithm(ABC):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        _REGISTRY[cls.config_class.algo_name] = cls
+        _REGISTRY[cls.__name__.lower()] = cls
 
     @staticmethod
     def named(name: str) -> type[Algorithm]:
-        """The algorithm called ``name``: its ``algo_name`` or class name, any case ('ppo', 'PPO',
-        'ApexDQN'). Every algorithm registers when its module is imported (``volley`` and
-        ``volley.algorithms`` import the built-in ones)."""
-        by_class_name = {cls.__name__.lower(): cls for cls in _REGISTRY.values()}  # as checkpoints name them
-        found = _REGISTRY.get(name.lower()) or by_class_name.get(name.lower())
+        """The algorithm called ``name``, any case: the ``algo_name`` of a class's own config
+        ('ppo', 'apex_dqn') or a class name as checkpoints record it ('PPO', 'ApexDQN'). Every
+        algorithm registers when its module is imported (``volley`` and ``volley.algorithms``
+        import the built-in ones); a subclass without a config of its own keeps the name."""
+        by_algo_name = {cls.config_class.algo_name: cls for cls in _REGISTRY.values() if "config_class" in vars(cls)}
+        found = by_algo_name.get(name.lower()) or _REGISTRY.get(name.lower())
         if found is None:
-            raise ConfigError(f"unknown algorithm '{name}'{did_you_mean(name.lower(), _REGISTRY)}; "
-                              f"choose from {', '.join(sorted(_REGISTRY)) or '(none imported yet)'}")
+            raise ConfigError(f"unknown algorithm '{name}'{did_you_mean(name.lower(), by_algo_name)}; "
+                              f"choose from {', '.join(sorted(by_algo_name)) or '(none imported yet)'}")
         return found
 
     def __init__(self, config: AlgorithmConfig) -> None:

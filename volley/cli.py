@@ -298,8 +298,8 @@ def _resume(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[Any, P
     if merged.get("engine") == "mpi" and merged.get("mpi_mode") == "allreduce":
         # every rank restores now that build() returns on all of them, but no test yet shows that
         # resumed replicas stay identical: refused until one does
-        raise ConfigError("--resume with mpi_mode='allreduce' is not supported: the replicas would "
-                          "not load the checkpoint; resume with --set mpi_mode=gather")
+        raise ConfigError("--resume with mpi_mode='allreduce' is not supported yet; resume with "
+                          "--set mpi_mode=gather")
     saved = run_settings(run_dir)
     _install_hooks(merged.get("engine", ""))
     algo = trained.from_checkpoint(checkpoint, **overrides)

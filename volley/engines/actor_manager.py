@@ -75,11 +75,15 @@ class ActorManager:
             actor, build = self._spawn(index)
             self.actors.append(actor)
             builds.append(build)
-        for index, build in enumerate(builds):
-            try:
-                self.get(index, build)
-            except ray.exceptions.RayActorError as exc:
-                raise WorkerError(f"{kind} {index} died while starting: {first_line(exc)}") from exc
+        try:
+            for index, build in enumerate(builds):
+                try:
+                    self.get(index, build)
+                except ray.exceptions.RayActorError as exc:
+                    raise WorkerError(f"{kind} {index} died while starting: {first_line(exc)}") from exc
+        except BaseException:
+            self.stop()  # the others too: nobody else holds their handles yet
+            raise
 
     def _spawn(self, index: int) -> tuple[Any, ray.ObjectRef]:
         make, args = self.recipe(index, self.num_created)
