@@ -68,7 +68,7 @@ def measure(algo: str, env: str, iterations: int, engine: str, workers: int, ove
         wall = time.perf_counter() - start
     finally:
         instance.stop()
-    return SpeedupRow(engine, instance.config.resolved_num_workers, wall,
+    return SpeedupRow(engine, instance.workers.plan.num_workers, wall,
                       result["timesteps_total"] - steps_before)
 
 
@@ -163,9 +163,10 @@ def measure_sampler(env: str, num_envs: int, overrides: dict[str, Any], seconds:
     torch.set_num_threads(1)  # as in every worker
     config = PPOConfig().environment(env).rollouts(num_envs_per_worker=num_envs).update(
         train_batch_size=2048, **overrides)
-    worker = RolloutWorker(config, 0, PPO.postprocess)
+    plan = config.plan(num_workers=1)
+    worker = RolloutWorker(config, 0, PPO.postprocess, plan=plan)
     weights = worker.policy.get_flat_weights()
-    volley = _rate(lambda: worker.sample(weights, None), config.fragment_length * num_envs, seconds)
+    volley = _rate(lambda: worker.sample(weights, None), plan.fragment_length * num_envs, seconds)
     assert worker.observations is not None
     obs = worker.obs_filter(worker.observations, update=False)
     forward = _rate(lambda: worker.policy.act(obs, worker.streams, True), num_envs, seconds)

@@ -103,7 +103,8 @@ def test_clipped_and_normalised_rewards_are_learned_from_but_episodes_report_raw
         evaluation = algo.evaluate(10)
         # a worker sent return statistics with a standard deviation of 4 (and so many samples
         # that its own 64 steps cannot move them) learns from the clipped reward over 4
-        worker = RolloutWorker(algo.config, 0, PPO.postprocess, registered_creator("bandit"))
+        worker = RolloutWorker(algo.config, 0, PPO.postprocess, registered_creator("bandit"),
+                               plan=algo.workers.plan)
         known = RunningStats((), count=1e12, mean=np.zeros(()), m2=np.full((), 16e12))
         sampled = worker.sample(algo.policy.get_flat_weights(), FilterStats(None, known))
     finally:

@@ -56,6 +56,9 @@ class PPOConfig(AlgorithmConfig):
     target_kl: float | None = option(
         None, "training", "stop the epochs once the approximate KL exceeds this (None: never)")
     normalize_advantages: bool = option(True, "training", "standardise advantages per minibatch")
+    sample_async: bool = option(
+        False, "rollouts", "Ray workers sample the next batch while the learner updates on this one "
+        "(one update of policy lag; the ratio uses the sampling policy's probabilities)")
 
     def validate(self) -> None:
         super().validate()
@@ -67,6 +70,10 @@ class PPOConfig(AlgorithmConfig):
         if self.minibatch_size > self.train_batch_size:
             raise ConfigError(f"minibatch_size={self.minibatch_size} is larger than "
                               f"train_batch_size={self.train_batch_size}")
+        if self.sample_async and (self.engine != "ray" or self.num_workers == 0):
+            raise ConfigError(f"sample_async=True needs Ray workers (engine='ray', num_workers >= 1), got "
+                              f"engine={self.engine!r}, num_workers={self.num_workers!r}: workers in the "
+                              "learner's process cannot sample while it learns")
         if self.target_kl is not None and self.mpi_mode == "allreduce":  # ranks would stop apart
             raise ConfigError(f"target_kl={self.target_kl} cannot be used with mpi_mode='allreduce'")
 
@@ -87,7 +94,7 @@ class PPO(Algorithm):
         self.optimizer = Adam(self.policy.parameters(), lr=self.config.lr, eps=1e-5)
 
     def training_step(self) -> dict[str, float]:
-        batch = self.sample()
+        batch = self.sample_ahead() if self.config.sample_async else self.sample()
         for group in self.optimizer.param_groups:
             group["lr"] = self.current_lr()
         return self.update(batch)

@@ -31,7 +31,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from volley.config import AlgorithmConfig
+from volley.config import AlgorithmConfig, RolloutPlan
 from volley.envs import (
     ERROR_INFO,
     EnvCreator,
@@ -85,15 +85,21 @@ class RolloutWorker:
 
     def __init__(self, config: AlgorithmConfig, worker_index: int, postprocess: Postprocess,
                  env_creator: EnvCreator | None = None, num_envs: int | None = None,
-                 seed_offset: int = 0, render_mode: str | None = None) -> None:
+                 seed_offset: int = 0, render_mode: str | None = None, *, plan: RolloutPlan,
+                 slot: int | None = None) -> None:
+        """``plan`` holds the sizes the driver resolved (never resolved again here). ``slot`` is
+        this worker's place among all workers ever created (default ``worker_index``): a
+        replacement gets a new one, so its environments ``slot·N … slot·N + N − 1`` take seeds
+        no other environment had."""
         self.config = config
         self.worker_index = worker_index
         self.postprocess = postprocess
-        self.num_envs = num_envs or config.num_envs_per_worker
+        self.num_envs = num_envs or plan.num_envs_per_worker
+        self.fragment_length = plan.fragment_length
         self.env_creator = env_creator
         self.render_mode = render_mode
         self.env = self._make_env()
-        first = seed_offset + worker_index * self.num_envs
+        first = seed_offset + (worker_index if slot is None else slot) * self.num_envs
         self.env_indices = list(range(first, first + self.num_envs))
         self.streams = EnvStreams(config.seed, self.env_indices)
         self.observation_space = self.env.single_observation_space
@@ -281,8 +287,7 @@ class RolloutWorker:
         complete_episodes = complete_episodes or min_episodes is not None
         if self._obs is None or complete_episodes:
             self._reset()
-        fragment_length = self.config.fragment_length
-        target = fragment_length * self.num_envs
+        target = self.fragment_length * self.num_envs
         steps: list[dict[str, np.ndarray]] = []
         returns: list[float] = []
         lengths: list[int] = []
@@ -307,7 +312,7 @@ class RolloutWorker:
                 pending[done] = 0
                 if (collected >= target if min_episodes is None else len(returns) >= min_episodes):
                     break
-            elif len(steps) == fragment_length:
+            elif len(steps) == self.fragment_length:
                 break
         columns = {key: np.stack([s[key] for s in steps]) for key in steps[0] if key != "obs"}
         assert self._obs is not None
