@@ -145,7 +145,13 @@ def run_peer(task: Task, seed: int, run_dir: Path) -> dict[str, Any]:
     from stable_baselines3.common.evaluation import evaluate_policy
     from stable_baselines3.common.vec_env import VecNormalize
 
+    import torch
+
     assert task.peer is not None and task.steps is not None
+    # one learner thread, as volley's MLP learner has: torch's default of one per core collapses
+    # on 2 cores as soon as anything else runs (HalfCheetah here: 161 env steps/s with two threads
+    # beside a test run, 567/s with one)
+    torch.set_num_threads(1)
     algo, env_key = task.peer
     params = zoo_hyperparameters(algo, env_key)
     env_id = env_key.replace("-v4", "-v5")

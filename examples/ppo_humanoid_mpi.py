@@ -3,7 +3,8 @@
 Every rank steps its own environments (seeded ``seed + global env index``); rank 0
 gathers the batches (``Gatherv``), updates, and broadcasts the new weights (``Bcast``).
 Observations pass through a running mean/std filter whose statistics are merged over
-the ranks every iteration. Only rank 0 prints.
+the ranks every iteration. Every rank builds the algorithm; rank 0 trains and prints,
+the others serve it (``algo.serve_forever()``) until it stops.
 
     mpiexec -n 2 python examples/ppo_humanoid_mpi.py               # a short run (3 iterations)
     python examples/ppo_humanoid_mpi.py --nprocs 4 --iters 1000    # starts mpiexec itself
@@ -21,7 +22,7 @@ import argparse
 import sys
 
 from volley import PPOConfig
-from volley.engines.mpi_engine import run_under_mpiexec, world_size
+from volley.engines.mpi_engine import install_rank_hooks, run_under_mpiexec, world_size
 
 
 def main() -> None:
@@ -36,21 +37,22 @@ def main() -> None:
         rest = [a for i, a in enumerate(sys.argv[1:]) if a != "--nprocs" and sys.argv[i] != "--nprocs"]
         raise SystemExit(run_under_mpiexec(args.nprocs, [sys.executable, __file__, *rest]))
 
-    algo = (PPOConfig()
-            .environment("Humanoid-v5", observation_filter="MeanStdFilter")
-            .resources(engine="mpi", mpi_mode=args.mode)
-            .rollouts(num_envs_per_worker=args.envs_per_rank)
-            .training(train_batch_size=args.batch_steps, minibatch_size=512, num_epochs=10, lr=3e-4,
-                      gamma=0.99, gae_lambda=0.95, model={"fcnet_hiddens": [256, 256]})
-            .build())  # ranks other than 0 serve rank 0 from here and exit when it stops
-    try:
+    install_rank_hooks()  # an error on any rank ends the whole job, naming the rank
+    config = (PPOConfig()
+              .environment("Humanoid-v5", observation_filter="MeanStdFilter")
+              .resources(engine="mpi", mpi_mode=args.mode)
+              .rollouts(num_envs_per_worker=args.envs_per_rank)
+              .training(train_batch_size=args.batch_steps, minibatch_size=512, num_epochs=10, lr=3e-4,
+                        gamma=0.99, gae_lambda=0.95, model={"fcnet_hiddens": [256, 256]}))
+    with config.build() as algo:  # stop() at the end (on rank 0: releases the other ranks)
+        if not algo.is_driver:
+            algo.serve_forever()  # ranks other than 0: serve rank 0 until it stops
+            return
         for _ in range(args.iters):
             result = algo.train()
             print(f"iteration {result['training_iteration']}: {result['timesteps_total']} steps "
                   f"over {result['num_workers']} ranks, mean return {result['episode_reward_mean']:.1f}, "
                   f"{result['env_steps_per_s']:.0f} env steps/s", flush=True)
-    finally:
-        algo.stop()
 
 
 if __name__ == "__main__":

@@ -1,18 +1,50 @@
-"""volley: reinforcement learning with parallel and distributed experience collection."""
+"""volley: reinforcement learning with parallel and distributed experience collection.
+
+The public names load on first use (PEP 562), so importing one layer (``volley.engines``,
+``volley.config``) never imports the layers above it; the first of them imports every
+built-in algorithm, so each is registered by name.
+"""
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from volley.algorithm import Algorithm  # noqa: E402
-from volley.algorithms.apex_dqn import ApexDQN, ApexDQNConfig  # noqa: E402
-from volley.algorithms.dqn import DQN, DQNConfig  # noqa: E402
-from volley.algorithms.pg import PG, PGConfig  # noqa: E402
-from volley.algorithms.ppo import PPO, PPOConfig  # noqa: E402
-from volley.algorithms.trpo import TRPO, TRPOConfig  # noqa: E402
-from volley.config import AlgorithmConfig, ModelConfig  # noqa: E402
-from volley.envs import register_env  # noqa: E402
-from volley.errors import CheckpointError, ConfigError, EnvError, VolleyError  # noqa: E402
+from volley._version import __version__
+
+if TYPE_CHECKING:
+    from volley.algorithm import Algorithm
+    from volley.algorithms import (
+        DQN,
+        PG,
+        PPO,
+        TRPO,
+        ApexDQN,
+        ApexDQNConfig,
+        DQNConfig,
+        PGConfig,
+        PPOConfig,
+        TRPOConfig,
+    )
+    from volley.config import AlgorithmConfig, ModelConfig
+    from volley.envs import register_env
+    from volley.errors import CheckpointError, ConfigError, EnvError, VolleyError
+
+_HOMES = {
+    "Algorithm": "volley.algorithm", "AlgorithmConfig": "volley.config", "ModelConfig": "volley.config",
+    "register_env": "volley.envs", **dict.fromkeys(["CheckpointError", "ConfigError", "EnvError",
+                                                    "VolleyError"], "volley.errors"),
+    **dict.fromkeys(["ApexDQN", "ApexDQNConfig", "DQN", "DQNConfig", "PG", "PGConfig", "PPO", "PPOConfig",
+                     "TRPO", "TRPOConfig"], "volley.algorithms"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module 'volley' has no attribute {name!r}")
+    importlib.import_module("volley.algorithms")  # registers the built-in algorithms by name
+    return getattr(importlib.import_module(_HOMES[name]), name)
+
 
 __all__ = ["ApexDQN", "ApexDQNConfig", "DQN", "DQNConfig", "PG", "PGConfig", "PPO", "Algorithm", "AlgorithmConfig", "CheckpointError", "ConfigError", "EnvError",
            "ModelConfig", "PPOConfig", "TRPO", "TRPOConfig", "VolleyError", "__version__", "register_env"]

@@ -10,6 +10,7 @@ observation filter, episode statistics, timing) lives here.
 from __future__ import annotations
 
 import math
+import os
 import re
 import time
 from abc import ABC, abstractmethod
@@ -33,14 +34,19 @@ from volley.checkpoint import (
 from volley.config import AlgorithmConfig
 from volley.engines import WorkerGroup, make_worker_group
 from volley.envs import EnvCreator, SingleEnv, check_env_id, env_actions, registered_creator
-from volley.errors import CheckpointError, ConfigError, TrainingError
+from volley.errors import CheckpointError, ConfigError, TrainingError, did_you_mean
 from volley.models import ActorCritic, Policy, build_policy
+from volley.optim import Optimizer
 from volley.rllib_results import DEFAULT_POLICY, evaluation_views, training_views
 from volley.rollout.batch import Batch
 from volley.rollout.filters import FilterStats, RunningStats, make_filter
 from volley.rollout.worker import EnvStreams, RolloutWorker, SampleResult
 
 EVAL_SEED_OFFSET = 1_000_000  # evaluation environments never replay training seeds
+
+# Every algorithm class defined so far, by its class name in lower case ("ppo", "apexdqn");
+# filled by Algorithm.__init_subclass__, so this module never imports the algorithms.
+_REGISTRY: dict[str, type[Algorithm]] = {}
 
 
 class Algorithm(ABC):
@@ -50,6 +56,23 @@ class Algorithm(ABC):
     policy: Policy  # subclasses name the kind they train (ActorCritic, QNetwork)
     # True where every update goes through reduce_gradients(), so MPI allreduce mode works
     averages_gradients: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _REGISTRY[cls.__name__.lower()] = cls
+
+    @staticmethod
+    def named(name: str) -> type[Algorithm]:
+        """The algorithm called ``name``, any case: the ``algo_name`` of a class's own config
+        ('ppo', 'apex_dqn') or a class name as checkpoints record it ('PPO', 'ApexDQN'). Every
+        algorithm registers when its module is imported (``volley`` and ``volley.algorithms``
+        import the built-in ones); a subclass without a config of its own keeps the name."""
+        by_algo_name = {cls.config_class.algo_name: cls for cls in _REGISTRY.values() if "config_class" in vars(cls)}
+        found = by_algo_name.get(name.lower()) or _REGISTRY.get(name.lower())
+        if found is None:
+            raise ConfigError(f"unknown algorithm '{name}'{did_you_mean(name.lower(), by_algo_name)}; "
+                              f"choose from {', '.join(sorted(by_algo_name)) or '(none imported yet)'}")
+        return found
 
     def __init__(self, config: AlgorithmConfig) -> None:
         config = config.copy()
@@ -62,15 +85,14 @@ class Algorithm(ABC):
         config.freeze()  # as in RLlib: a built algorithm never sees its config change
         check_env_id(config.env)
         self.config = config
-        self.device = torch.device("cuda" if config.num_gpus > 0 else "cpu")
         self.workers = self.make_workers(registered_creator(config.env))
-        if config.num_cpus_for_driver is not None:  # after the workers: it wins over an engine's choice
-            torch.set_num_threads(config.num_cpus_for_driver)  # the learner's threads
-        self.observation_space, self.action_space = self.workers.call("spaces")[0]
+        self.device = torch.device("cuda" if config.num_gpus > 0 and self.workers.learns else "cpu")
+        self.observation_space, self.action_space = self.workers.spaces()
         torch.manual_seed(config.seed)  # after local workers exist, so every engine inits alike
         self.preprocess, policy = build_policy(self.observation_space, self.action_space, config.model,
                                                config.network, config.head_hiddens)
         self.policy = policy.to(self.device)
+        torch.set_num_threads(self.learner_threads())
         self.obs_filter = make_filter(config.observation_filter, self.preprocess.shape)
         self.reward_stats = RunningStats(()) if config.normalize_rewards else None
         self.rng = np.random.default_rng(config.seed)
@@ -86,12 +108,12 @@ class Algorithm(ABC):
         self._recent_lengths: deque[int] = deque(maxlen=config.metrics_num_episodes_for_smoothing)
         self._driver_worker: RolloutWorker | None = None
         self._results_dir: Path | None = None  # where save() without a path writes
+        self._next_sample: Callable[[], list[Any]] | None = None  # sample_ahead's batch in the making
         self._sample_time = 0.0
         self._steps_this_iter = 0
         self.setup()
         self.eval_workers = self.make_eval_workers()
-        self.workers.serve(self)
-        if config.create_env_on_driver:
+        if config.create_env_on_driver and self.is_driver:
             self.driver_worker()  # now, so a broken environment fails at build time
 
     # -- what each algorithm writes ------------------------------------------------------------
@@ -113,6 +135,23 @@ class Algorithm(ABC):
         """The engine's worker group; an asynchronous algorithm hosts its actors differently."""
         return make_worker_group(self.config, type(self).postprocess, env_creator)
 
+    def learner_threads(self) -> int:
+        """Torch threads of the learner: ``num_cpus_for_driver`` when set. Else one for an MLP:
+        its small matrix products gain nothing from a second thread, and OpenMP threads stall
+        (tens of times slower) whenever another process holds one of their cores, which on a
+        small machine is often (benchmarks/RESULTS.md, learner threads). A CNN's convolutions do
+        gain, so it gets every core of this machine that no worker uses while it learns
+        (:meth:`concurrent_workers`). MPI ranks fill the cores already: one each."""
+        if self.config.num_cpus_for_driver is not None:
+            return self.config.num_cpus_for_driver
+        if self.config.engine == "mpi" or not self.preprocess.is_image:
+            return 1
+        return max(1, (os.cpu_count() or 1) - self.concurrent_workers())
+
+    def concurrent_workers(self) -> int:
+        """Workers that keep sampling while the learner updates (synchronous ones wait for it)."""
+        return 0
+
     def make_eval_workers(self) -> WorkerGroup | None:
         """``evaluation_num_workers`` workers built with the evaluation settings, their
         environments seeded apart from the training ones and the driver's (None for 0)."""
@@ -122,7 +161,7 @@ class Algorithm(ABC):
         settings = cfg.evaluation_settings().update(num_workers=cfg.evaluation_num_workers)
         return make_worker_group(settings, type(self).postprocess, registered_creator(cfg.env),
                                  seed_offset=EVAL_SEED_OFFSET + 1,
-                                 reserved_cpus=self.workers.num_workers * cfg.num_cpus_per_worker)
+                                 reserved_cpus=self.workers.plan.num_workers * cfg.num_cpus_per_worker)
 
     def extra_state(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
         """Tensors and JSON data a subclass adds to its checkpoints (the base saves none)."""
@@ -131,7 +170,7 @@ class Algorithm(ABC):
     def load_extra_state(self, tensors: dict[str, torch.Tensor], state: dict[str, Any]) -> None:  # noqa: B027
         """Restore what :meth:`extra_state` saved; ``tensors`` holds the whole checkpoint's."""
 
-    def optimizers(self) -> dict[str, torch.optim.Optimizer]:
+    def optimizers(self) -> dict[str, Optimizer]:
         """Optimizers to checkpoint, by name."""
         return {"optimizer": self.optimizer} if hasattr(self, "optimizer") else {}
 
@@ -152,6 +191,20 @@ class Algorithm(ABC):
         """
         results = self._call_workers("sample", self._per_worker(num_episodes))
         self._merge(results)
+        return Batch.concat([result.batch for result in results])
+
+    def sample_ahead(self) -> Batch:
+        """The batch the workers sampled while the learner was updating, and the next one started
+        at once with the current weights (double-buffered sampling, as in Sample Factory and
+        RLlib's APPO): the batch is one update behind the weights it is trained on."""
+        start = time.perf_counter()
+        pending = self._next_sample or self.workers.call_async(
+            "sample", self.policy.get_flat_weights(), self.filter_stats, None)
+        results = pending()
+        self._merge(results)
+        self._next_sample = self.workers.call_async("sample", self.policy.get_flat_weights(),
+                                                    self.filter_stats, None)
+        self._sample_time += time.perf_counter() - start
         return Batch.concat([result.batch for result in results])
 
     def sample_and_apply(self, fn: Callable[[ActorCritic, Batch, AlgorithmConfig], Any],
@@ -193,7 +246,7 @@ class Algorithm(ABC):
         data-parallel replicas where there are some (the MPI engine's allreduce mode)."""
         self.workers.average_gradients(list(parameters))
 
-    def optimizer_step(self, optimizer: torch.optim.Optimizer, parameters: Iterable[torch.Tensor],
+    def optimizer_step(self, optimizer: Optimizer, parameters: Iterable[torch.Tensor],
                        loss: torch.Tensor | float, grad_clip: float | None) -> bool:
         """After ``backward()``: average the gradients over replicas, clip them to ``grad_clip``
         and step, unless the loss or the gradient is NaN/inf (see :meth:`update_is_finite`).
@@ -281,7 +334,7 @@ class Algorithm(ABC):
             "sample_time_s": self._sample_time,
             "learn_time_s": took - self._sample_time - eval_time,
             "env_steps_per_s": self._steps_this_iter / (took - eval_time) if took > eval_time else math.nan,
-            "num_workers": self.config.resolved_num_workers,
+            "num_workers": self.workers.plan.num_workers,
             "num_worker_restarts": self.workers.num_restarts,
             "num_env_errors": self.num_env_errors,
             "num_skipped_updates": self.num_skipped_updates,
@@ -303,8 +356,8 @@ class Algorithm(ABC):
         if self._driver_worker is None:
             self._driver_worker = RolloutWorker(
                 self.config.evaluation_settings(), 0, type(self).postprocess,
-                registered_creator(self.config.env),
-                num_envs=1, seed_offset=EVAL_SEED_OFFSET, render_mode="rgb_array")
+                registered_creator(self.config.env), num_envs=1, seed_offset=EVAL_SEED_OFFSET,
+                render_mode="rgb_array", plan=self.workers.plan)
         return self._driver_worker
 
     @property
@@ -469,11 +522,9 @@ class Algorithm(ABC):
     @classmethod
     def from_checkpoint(cls, path: str | Path, **overrides: Any) -> Algorithm:
         """Build the algorithm a checkpoint was saved from (config keys overridable) and restore it."""
-        from volley.algorithms import get_algorithm_class
-
         _, manifest = read_checkpoint(path)
         try:
-            algo_cls = get_algorithm_class(str(manifest.get("algorithm")))
+            algo_cls = cls.named(str(manifest.get("algorithm")))
         except ConfigError as exc:
             raise CheckpointError(f"checkpoint '{path}' cannot be loaded: {exc}") from None
         config = algo_cls.config_class.from_dict(manifest["config"]).update(**overrides)
@@ -484,6 +535,25 @@ class Algorithm(ABC):
             algo.stop()
             raise
         return algo
+
+    @property
+    def is_driver(self) -> bool:
+        """False on MPI ranks other than 0, which do not train: they :meth:`serve_forever`."""
+        return self.workers.is_driver
+
+    def serve_forever(self) -> None:
+        """On MPI ranks other than 0: serve rank 0 (gather mode) or train in step with it
+        (allreduce mode) until rank 0 calls :meth:`stop`. On the driver it returns at once.
+
+        ``volley.run.train_until`` and ``volley train`` call it; a script does::
+
+            with config.build() as algo:
+                if algo.is_driver:
+                    ...  # train, evaluate, save
+                else:
+                    algo.serve_forever()
+        """
+        self.workers.serve_forever(self)
 
     def stop(self) -> None:
         """Shut down every worker (and Ray, if this algorithm started it)."""

@@ -1,4 +1,6 @@
-"""``volley bench speedup``: the same first iterations with 0, 1, 2, ... workers, side by side.
+"""``volley bench speedup`` and ``volley bench sampler``: what parallel workers and the sampler buy.
+
+``speedup``: the same first iterations with 0, 1, 2, ... workers, side by side.
 
 Every worker count starts from the same config and seed and runs the same number of
 iterations; the clock covers the iterations only (building the algorithm, Ray's
@@ -10,10 +12,17 @@ efficiency divides the speedup by the number of workers.
 
 Ray rows run in this process; MPI rows (``mpi_ranks``) each start ``mpiexec -n R``
 running this module, whose rank 0 prints its measurement as one JSON line.
+
+``sampler``: for each environment, how fast it steps on its own (random actions, no
+policy), how fast the policy's forward pass alone runs on the same number of
+observations, and how fast one rollout worker samples with both (PPO's sampling:
+filters, bookkeeping and GAE included), so the ratios show what volley costs beyond the
+environment and the network.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import subprocess
@@ -59,7 +68,7 @@ def measure(algo: str, env: str, iterations: int, engine: str, workers: int, ove
         wall = time.perf_counter() - start
     finally:
         instance.stop()
-    return SpeedupRow(engine, instance.config.resolved_num_workers, wall,
+    return SpeedupRow(engine, instance.workers.plan.num_workers, wall,
                       result["timesteps_total"] - steps_before)
 
 
@@ -103,6 +112,93 @@ def table(rows: list[SpeedupRow]) -> str:
              "| --- | --- | --- | --- | --- | --- | --- |"]
     lines += [f"| {r.engine} | {r.workers} | {r.wall_s:.1f} | {r.env_steps} | {r.env_steps_per_s:.0f} | "
               f"{r.speedup:.2f} | {r.efficiency:.2f} |" for r in rows]
+    return "\n".join(lines)
+
+
+# (environment, envs per worker, config keys): the sampler benchmark's cases
+SAMPLER_CASES: list[tuple[str, int, dict[str, Any]]] = [
+    ("CartPole-v1", 16, {}),
+    ("ALE/Pong-ram-v5", 1, {"observation_filter": "MeanStdFilter"}),
+    ("ALE/Pong-v5", 1, {}),
+    ("HalfCheetah-v5", 1, {"observation_filter": "MeanStdFilter"}),
+    ("Humanoid-v5", 1, {"observation_filter": "MeanStdFilter"}),
+]
+
+
+@dataclass
+class SamplerRow:
+    """Steps per second of one environment: alone, the policy's forward alone, and volley's sampler."""
+
+    env: str
+    num_envs: int
+    raw: float
+    forward: float
+    volley: float
+
+    @property
+    def floor(self) -> float:
+        """Steps/s if stepping and the forward pass were all there is: ``1 / (1/raw + 1/forward)``."""
+        return 1 / (1 / self.raw + 1 / self.forward)
+
+
+def _rate(step: Any, steps_per_call: int, seconds: float) -> float:
+    """Calls ``step()`` for about ``seconds`` (after one untimed call); steps per second."""
+    step()
+    calls, start = 0, time.perf_counter()
+    while (elapsed := time.perf_counter() - start) < seconds:
+        step()
+        calls += 1
+    return calls * steps_per_call / elapsed
+
+
+def measure_sampler(env: str, num_envs: int, overrides: dict[str, Any], seconds: float = 5.0) -> SamplerRow:
+    """One :class:`SamplerRow`; each part runs for about ``seconds`` with torch on one thread."""
+    import gymnasium as gym
+    import torch
+
+    from volley.algorithms.ppo import PPO, PPOConfig
+    from volley.envs import make_vector_env
+    from volley.rollout.worker import RolloutWorker
+
+    torch.set_num_threads(1)  # as in every worker
+    config = PPOConfig().environment(env).rollouts(num_envs_per_worker=num_envs).update(
+        train_batch_size=2048, **overrides)
+    plan = config.plan(num_workers=1)
+    worker = RolloutWorker(config, 0, PPO.postprocess, plan=plan)
+    weights = worker.policy.get_flat_weights()
+    volley = _rate(lambda: worker.sample(weights, None), plan.fragment_length * num_envs, seconds)
+    assert worker.observations is not None
+    obs = worker.obs_filter(worker.observations, update=False)
+    forward = _rate(lambda: worker.policy.act(obs, worker.streams, True), num_envs, seconds)
+    worker.env.close()
+    native = num_envs > 1 or env.startswith("ALE/") and "-ram" not in env  # a vector of its own
+    vec = make_vector_env(env, num_envs) if native else None
+    single = None if vec is not None else gym.make(env)
+    space = vec.action_space if vec is not None else single.action_space  # type: ignore[union-attr]
+    actions = itertools.cycle([space.sample() for _ in range(64)])
+    if vec is not None:
+        vec.reset(seed=0)
+        raw = _rate(lambda: vec.step(next(actions)), num_envs, seconds)
+        vec.close()
+    else:
+        assert single is not None
+        single.reset(seed=0)
+
+        def step() -> None:
+            _, _, terminated, truncated, _ = single.step(next(actions))
+            if terminated or truncated:
+                single.reset()
+        raw = _rate(step, 1, seconds)
+        single.close()
+    return SamplerRow(env, num_envs, raw, forward, volley)
+
+
+def sampler_table(rows: list[SamplerRow]) -> str:
+    lines = ["| environment | envs | raw env steps/s | policy forward steps/s | raw + forward steps/s "
+             "| volley steps/s | volley / raw | volley / (raw + forward) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines += [f"| {r.env} | {r.num_envs} | {r.raw:,.0f} | {r.forward:,.0f} | {r.floor:,.0f} | {r.volley:,.0f} | "
+              f"{r.volley / r.raw:.2f} | {r.volley / r.floor:.2f} |" for r in rows]
     return "\n".join(lines)
 
 

@@ -22,6 +22,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from volley._version import __version__
 from volley.errors import CheckpointError
 
 FORMAT_VERSION = 1
@@ -68,8 +69,6 @@ def write_checkpoint(path: str | os.PathLike, tensors: dict[str, torch.Tensor],
     Replacing an existing checkpoint sets the old one aside first (one rename), so a
     crash between the two renames leaves it whole under a hidden name, never half of it.
     """
-    from volley import __version__
-
     dest = Path(path).absolute()
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}{_WRITING}", dir=dest.parent))

@@ -167,6 +167,12 @@ def build_parser() -> argparse.ArgumentParser:
     speed.add_argument("--set", dest="overrides", type=_key_value, action="append", default=[],
                        metavar="KEY=VALUE", help="any config key (repeatable)")
 
+    sampler = bench_kinds.add_parser("sampler", help="one worker's sampling against the raw environment")
+    sampler.add_argument("--env", action="append", metavar="ENV",
+                         help="only this environment (repeatable; default: CartPole x16, Pong RAM, "
+                         "Pong pixels, HalfCheetah, Humanoid)")
+    sampler.add_argument("--seconds", type=float, default=5.0, help="time per measurement (default: 5)")
+
     commands.add_parser("presets", help="the tuned presets and the results measured with them")
 
     evaluate = commands.add_parser("evaluate", help="play episodes with a checkpoint's policy")
@@ -214,10 +220,13 @@ def _train(args: argparse.Namespace) -> int:
     overrides = _overrides(args, engine=args.engine, num_workers=args.workers)
     algo, run_dir, saved = _resume(args, overrides) if args.resume is not None else _start(args, overrides)
     try:
+        if not algo.is_driver:  # an MPI rank other than 0: it serves rank 0, which prints and saves
+            algo.serve_forever()
+            return 0
         stop = _stop(args, saved.get("stop", {}))
         config = algo.config
         print(f"volley: {type(algo).__name__} on {config.env}, engine {config.engine}, "
-              f"{config.resolved_num_workers} worker(s) x {config.num_envs_per_worker} envs, "
+              f"{algo.workers.plan.num_workers} worker(s) x {config.num_envs_per_worker} envs, "
               f"seed {config.seed}")
         print(f"volley: run directory {run_dir}")
         if not stop.is_set:
@@ -312,6 +321,7 @@ def _start(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[Any, Pa
     if args.name is not None and (Path(logdir) / args.name).exists():
         raise ConfigError(f"run directory '{Path(logdir) / args.name}' exists already; choose another "
                           f"--name, or continue it with --resume {Path(logdir) / args.name}")
+    _install_hooks(config.engine)
     algo = config.build()
     stop = dict(preset.stop) if preset is not None else {"reward": _reward_threshold(config.env)}
     return algo, Path(logdir) / (args.name or run_dir_name(algo)), {"stop": stop}
@@ -319,7 +329,6 @@ def _start(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[Any, Pa
 
 def _resume(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[Any, Path, dict[str, Any]]:
     """Continue ``args.resume`` from its newest checkpoint, in the same directory."""
-    from volley.algorithm import Algorithm
     from volley.algorithms import get_algorithm_class
     from volley.checkpoint import read_checkpoint
     from volley.run import latest_checkpoint, rewind, run_settings
@@ -340,15 +349,26 @@ def _resume(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[Any, P
         raise ConfigError(f"--env {args.env} but run '{run_dir}' trains on {manifest['config']['env']}")
     merged = {**manifest["config"], **overrides}
     if merged.get("engine") == "mpi" and merged.get("mpi_mode") == "allreduce":
-        # the replicas on ranks other than 0 never return from build(), so only rank 0 would restore
-        raise ConfigError("--resume with mpi_mode='allreduce' is not supported: the replicas would "
-                          "not load the checkpoint; resume with --set mpi_mode=gather")
+        # every rank restores now that build() returns on all of them, but no test yet shows that
+        # resumed replicas stay identical: refused until one does
+        raise ConfigError("--resume with mpi_mode='allreduce' is not supported yet; resume with "
+                          "--set mpi_mode=gather")
     saved = run_settings(run_dir)
-    algo = Algorithm.from_checkpoint(checkpoint, **overrides)
-    rewind(run_dir, algo.iteration)
-    print(f"volley: resuming from {checkpoint} (iteration {algo.iteration}, "
-          f"{algo.timesteps_total} env steps)")
+    _install_hooks(merged.get("engine", ""))
+    algo = trained.from_checkpoint(checkpoint, **overrides)
+    if algo.is_driver:  # under MPI every rank restores; rank 0 alone touches the run directory
+        rewind(run_dir, algo.iteration)
+        print(f"volley: resuming from {checkpoint} (iteration {algo.iteration}, "
+              f"{algo.timesteps_total} env steps)")
     return algo, run_dir, saved
+
+
+def _install_hooks(engine: str) -> None:
+    """Under MPI, before anything can fail on one rank: a failure anywhere ends the whole job."""
+    if engine == "mpi":
+        from volley.engines.mpi_engine import install_rank_hooks
+
+        install_rank_hooks()
 
 
 def _tune(args: argparse.Namespace) -> int:
@@ -363,7 +383,7 @@ def _tune(args: argparse.Namespace) -> int:
         raise ConfigError("--asha needs --max-iters (the longest a trial may run)")
     from ray.tune.schedulers import ASHAScheduler
 
-    from volley.engines.ray_engine import init_ray
+    from volley.engines.ray_engine import init_ray, shutdown_ray
     from volley.tune import METRIC, search_space, sweep
 
     space = search_space(type(config), args.grid, args.uniform, args.loguniform)
@@ -379,8 +399,7 @@ def _tune(args: argparse.Namespace) -> int:
                         scheduler=scheduler)
     finally:
         if started:
-            import ray
-            ray.shutdown()
+            shutdown_ray()
     trials = [results[i] for i in range(len(results))]
     finished = [r for r in trials if r.metrics and r.error is None]
     for failed in (r for r in trials if r.error is not None):
@@ -419,8 +438,17 @@ def _plot(args: argparse.Namespace) -> int:
 
 def _bench(args: argparse.Namespace) -> int:
     from volley.algorithms import get_config_class
-    from volley.bench import speedup, table
+    from volley.bench import SAMPLER_CASES, measure_sampler, sampler_table, speedup, table
     from volley.envs import check_env_id
+
+    if args.bench == "sampler":
+        cases = [case for case in SAMPLER_CASES if args.env is None or case[0] in args.env]
+        for env in args.env or []:
+            check_env_id(env)
+            if env not in [case[0] for case in SAMPLER_CASES]:
+                cases.append((env, 1, {}))
+        print(sampler_table([measure_sampler(env, n, keys, args.seconds) for env, n, keys in cases]))
+        return 0
 
     overrides = dict(args.overrides)
     get_config_class(args.algo)().environment(args.env).update(**overrides).validate()
@@ -433,7 +461,7 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from volley.algorithm import Algorithm
+    from volley.algorithms import Algorithm
     from volley.video import FrameRecorder, check_video_path, write_video
 
     video = check_video_path(args.video) if args.video else None
@@ -468,9 +496,9 @@ def main(argv: list[str] | None = None) -> int:
                     "presets": _presets, "plot": _plot}
         return commands[args.command](args)
     except VolleyError as exc:
-        if _mpi_rank() != 0 and sys.excepthook is not sys.__excepthook__:
+        if _mpi_rank() != 0 and sys.excepthook is not sys.__excepthook__ and not isinstance(exc, ConfigError):
             raise  # this rank's own failure once the MPI job is up: its hook names it and aborts all
-        if _mpi_rank() == 0:  # every rank hits the same mistake; say it once
+        if _mpi_rank() == 0:  # every rank hits the same mistake (a config is the same on all); say it once
             print(f"volley {args.command}: error: {one_line(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # a second Ctrl-C while the final checkpoint was being written

@@ -4,7 +4,7 @@ A config is data. Every key is a dataclass field with a type, a default and a
 one-line help text; the builder methods (``.environment()``, ``.rollouts()``,
 ``.training()``, ...) all funnel into one validated :meth:`AlgorithmConfig.update`.
 Values that follow from others (the fragment length, the worker count on
-``"auto"``) are properties, never stored twice.
+``"auto"``) are resolved once by the driver into a :class:`RolloutPlan`, never stored twice.
 """
 
 from __future__ import annotations
@@ -51,6 +51,21 @@ class ModelConfig:
         default=False, metadata={"help": "share the MLP body between policy and value (CNNs always share)"})
     log_std_init: float = field(
         default=0.0, metadata={"help": "initial log standard deviation of a Gaussian policy"})
+
+
+@dataclass(frozen=True)
+class RolloutPlan:
+    """The sizes of a run as numbers: the driver resolves them once (:meth:`AlgorithmConfig.plan`)
+    and ships them, so a worker on a machine with another CPU count samples what was planned."""
+
+    num_workers: int  # 0: one worker samples in the driver process
+    num_envs_per_worker: int
+    fragment_length: int  # steps each environment takes per sample call
+
+    @property
+    def num_sampling_workers(self) -> int:
+        """Workers that actually sample: ``num_workers=0`` still has one, in the driver process."""
+        return max(1, self.num_workers)
 
 
 @dataclass(kw_only=True)
@@ -121,7 +136,8 @@ class AlgorithmConfig:
     num_cpus_per_worker: float = option(1.0, "resources", "CPUs Ray reserves for each worker")
     num_gpus: float = option(0.0, "resources", "GPUs for the learner (0: train on the CPU)")
     num_cpus_for_driver: int | None = option(
-        None, "resources", "CPUs of the driver process: the learner's torch threads; None: volley chooses")
+        None, "resources", "torch threads of the learner in the driver process; None: 1 for an MLP, "
+        "for a CNN the cores no worker uses while it learns (1 under MPI)")
 
     framework_str: Literal["torch"] = option("torch", "framework", "deep-learning framework")
 
@@ -169,10 +185,11 @@ class AlgorithmConfig:
         0.0, "reporting", "train() repeats its training step until this many seconds have passed")
 
     restart_failed_workers: bool = option(
-        True, "fault_tolerance", "Ray engine: replace a worker whose actor or node died "
-        "(False: stop with a WorkerError)")
+        True, "fault_tolerance", "Ray engine: replace an actor (a worker, an Ape-X replay shard) whose "
+        "process or node died (False: stop with a WorkerError)")
     max_worker_restarts: int = option(
-        10, "fault_tolerance", "worker replacements in a run; one more death stops it with a WorkerError")
+        10, "fault_tolerance", "replacements of each kind of actor (workers, replay shards) in a run; "
+        "one more death stops it with a WorkerError")
     on_worker_failure: Literal["resample", "use_others"] = option(
         "resample", "fault_tolerance", "a dead worker's share of an iteration: 'resample' it on the "
         "replacement, or 'use_others' (the other workers' samples only; all dead: resample)")
@@ -332,16 +349,6 @@ class AlgorithmConfig:
     # -- derived values and checks ------------------------------------------------------------
 
     @property
-    def resolved_num_workers(self) -> int:
-        """Worker count after resolving ``"auto"``."""
-        if self.engine == "mpi":  # one worker per rank
-            from volley.engines.mpi_engine import world_size
-            return world_size()
-        if self.num_workers != "auto":
-            return int(self.num_workers)
-        return 0 if self.engine == "local" else (os.cpu_count() or 1)
-
-    @property
     def network(self) -> NetworkKind:
         """The kind of network the learner trains and the workers act with."""
         return "actor_critic"
@@ -351,18 +358,22 @@ class AlgorithmConfig:
         """Hidden layers between the network's body and its outputs (DQN's ``hiddens``; none elsewhere)."""
         return []
 
-    @property
-    def num_sampling_workers(self) -> int:
-        """Workers that actually sample: ``num_workers=0`` still has one, in this process."""
-        return max(1, self.resolved_num_workers)
+    def plan(self, num_workers: int | None = None) -> RolloutPlan:
+        """The sizes of a run, resolved once by the driver (workers get the numbers, never ``"auto"``).
 
-    @property
-    def fragment_length(self) -> int:
-        """Steps each environment takes per sample call."""
+        ``num_workers`` is a count the engine imposes (the MPI engine: one worker per rank);
+        otherwise ``"auto"`` is this machine's CPU count (0 on the local engine).
+        """
+        if num_workers is None:
+            if self.num_workers != "auto":
+                num_workers = int(self.num_workers)
+            else:
+                num_workers = 0 if self.engine == "local" else (os.cpu_count() or 1)
         if self.rollout_fragment_length != "auto":
-            return int(self.rollout_fragment_length)
-        total_envs = self.num_sampling_workers * self.num_envs_per_worker
-        return max(1, math.ceil(self.train_batch_size / total_envs))
+            fragment = int(self.rollout_fragment_length)
+        else:
+            fragment = max(1, math.ceil(self.train_batch_size / (max(1, num_workers) * self.num_envs_per_worker)))
+        return RolloutPlan(num_workers, self.num_envs_per_worker, fragment)
 
     def validate(self) -> None:
         """Check ranges and combinations; raise a ConfigError that names the value."""
@@ -376,10 +387,10 @@ class AlgorithmConfig:
             positive["rollout_fragment_length"] = self.rollout_fragment_length
         if self.num_cpus is not None:
             positive["num_cpus"] = self.num_cpus
-        if self.grad_clip is not None:
-            positive["grad_clip"] = self.grad_clip
         if self.num_cpus_for_driver is not None:
             positive["num_cpus_for_driver"] = self.num_cpus_for_driver
+        if self.grad_clip is not None:
+            positive["grad_clip"] = self.grad_clip
         for key, value in positive.items():
             if value <= 0:
                 raise ConfigError(f"config key '{key}' must be > 0, got {value!r}")

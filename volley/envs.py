@@ -4,7 +4,7 @@ Every worker steps its environments as one Gymnasium ``VectorEnv`` in
 ``NEXT_STEP`` autoreset mode. Where an environment has a native vector
 implementation it is used: CartPole's numpy vector env, and for ALE pixels ale-py's
 C++ ``AtariVectorEnv``, several times faster than stepping single environments.
-Every other vector is a ``SyncVectorEnv`` of :class:`GuardedEnv` s, so a failing
+Every other vector is a :class:`GuardedVectorEnv` of :class:`GuardedEnv` s, so a failing
 environment can be named by its index and replaced alone.
 """
 
@@ -168,7 +168,7 @@ def recreated_seed(seed: int, recreations: int) -> int:
 
 
 class GuardedEnv(gym.Wrapper):
-    """One sub-environment of a ``SyncVectorEnv`` that keeps its exceptions in.
+    """One sub-environment of a :class:`GuardedVectorEnv` that keeps its exceptions in.
 
     An exception escaping from the middle of the vector's step would lose the results of
     the environments stepped before it. Instead the failed call returns a placeholder (a
@@ -214,15 +214,98 @@ class GuardedEnv(gym.Wrapper):
         self._fresh = True
 
 
-def _guarded_vector(make: Callable[[], gym.Env], num_envs: int) -> gym.vector.SyncVectorEnv:
-    return gym.vector.SyncVectorEnv([lambda: GuardedEnv(make)] * num_envs)
+class GuardedVectorEnv(gym.vector.VectorEnv):
+    """``num_envs`` :class:`GuardedEnv` s stepped one after another as one vector.
+
+    What Gymnasium's ``SyncVectorEnv`` does in ``NEXT_STEP`` autoreset mode (the step after
+    an episode end only resets that environment, reward 0), without the per-step merging
+    of every sub-environment's info dict: the only info a worker reads is which
+    environment failed (``info[ERROR_INFO]`` and its mask). For one MuJoCo environment
+    that merging and its bookkeeping cost about as much as the physics step.
+    """
+
+    def __init__(self, make: Callable[[], gym.Env], num_envs: int) -> None:
+        self.envs = [GuardedEnv(make) for _ in range(num_envs)]
+        self.num_envs = num_envs
+        first = self.envs[0]
+        self.single_observation_space = first.observation_space
+        self.single_action_space = first.action_space
+        self.observation_space = gym.vector.utils.batch_space(first.observation_space, num_envs)
+        self.action_space = gym.vector.utils.batch_space(first.action_space, num_envs)
+        self.metadata = {**first.metadata, "autoreset_mode": gym.vector.AutoresetMode.NEXT_STEP}
+        self.render_mode = first.render_mode
+        self._autoreset = np.zeros(num_envs, bool)
+        self._last_obs: list[Any] = [None] * num_envs  # what a reset_mask leaves in place
+        self._box = isinstance(first.observation_space, gym.spaces.Box)
+
+    def _stack(self, observations: list[Any]) -> Any:
+        if self._box:
+            return np.stack(observations)
+        out = gym.vector.utils.create_empty_array(self.single_observation_space, self.num_envs)
+        return gym.vector.utils.concatenate(self.single_observation_space, observations, cast(Any, out))
+
+    @staticmethod
+    def _errors(failed: list[int], num_envs: int) -> dict[str, Any]:
+        if not failed:
+            return {}
+        mask = np.zeros(num_envs, bool)
+        mask[failed] = True
+        return {ERROR_INFO: mask, "_" + ERROR_INFO: mask}
+
+    def reset(self, *, seed: int | list[int | None] | None = None,
+              options: dict | None = None) -> tuple[Any, dict]:
+        """Reset every env (``options={"reset_mask": m}``: only those where ``m`` is True)."""
+        seeds = seed if isinstance(seed, list) else [None if seed is None else seed + i
+                                                     for i in range(self.num_envs)]
+        mask = (options or {}).get("reset_mask")
+        env_options = {k: v for k, v in (options or {}).items() if k != "reset_mask"} or None
+        observations, failed = [], []
+        for i, env in enumerate(self.envs):
+            if mask is None or mask[i]:
+                obs, info = env.reset(seed=seeds[i], options=env_options)
+                self._autoreset[i] = False
+                self._last_obs[i] = obs
+            else:
+                obs, info = self._last_obs[i], {}
+            observations.append(obs)
+            if ERROR_INFO in info:
+                failed.append(i)
+        return self._stack(observations), self._errors(failed, self.num_envs)
+
+    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
+        rewards = np.zeros(self.num_envs)
+        terminated = np.zeros(self.num_envs, bool)
+        truncated = np.zeros(self.num_envs, bool)
+        observations, failed = [], []
+        for i, env in enumerate(self.envs):
+            if self._autoreset[i]:
+                obs, info = env.reset()
+            else:
+                obs, rewards[i], terminated[i], truncated[i], info = env.step(actions[i])
+            observations.append(obs)
+            if ERROR_INFO in info:
+                failed.append(i)
+        self._last_obs = observations
+        self._autoreset = terminated | truncated
+        return self._stack(observations), rewards, terminated, truncated, self._errors(failed, self.num_envs)
+
+    def render(self) -> tuple[Any, ...] | None:
+        frames = tuple(env.render() for env in self.envs)
+        return None if all(frame is None for frame in frames) else frames
+
+    def close_extras(self, **kwargs: Any) -> None:
+        for env in self.envs:
+            env.close()
+
+
+def _guarded_vector(make: Callable[[], gym.Env], num_envs: int) -> GuardedVectorEnv:
+    return GuardedVectorEnv(make, num_envs)
 
 
 def guarded_envs(vec: gym.vector.VectorEnv) -> list[GuardedEnv] | None:
     """The sub-environments of a vector ``make_vector_env`` built from GuardedEnvs; None for a
     native vector env, whose sub-environments are not Python objects."""
-    envs = getattr(vec, "envs", None)
-    return envs if envs and all(isinstance(e, GuardedEnv) for e in envs) else None
+    return vec.envs if isinstance(vec, GuardedVectorEnv) else None
 
 
 def make_vector_env(env: str, num_envs: int, *, env_config: dict | None = None,
@@ -280,7 +363,7 @@ def reset_seeded(vec: gym.vector.VectorEnv, seeds: list[int]) -> Any:
 
     Native vector envs with a single generator (CartPole's) take the first seed.
     """
-    if isinstance(vec, gym.vector.SyncVectorEnv | gym.vector.AsyncVectorEnv):
+    if isinstance(vec, GuardedVectorEnv | gym.vector.SyncVectorEnv | gym.vector.AsyncVectorEnv):
         return vec.reset(seed=list[int | None](seeds))
     if type(vec).__name__ == "AtariVectorEnv":
         return cast(Any, vec).reset(seed=np.asarray(seeds, np.int64))

@@ -5,8 +5,13 @@ observations (separate or shared policy and value bodies) or the Nature CNN for
 images, with a categorical head for ``Discrete`` actions and a diagonal Gaussian
 with a state-independent log-std for ``Box`` actions. A :class:`QNetwork` (DQN)
 puts Q-values on the same bodies and acts ε-greedily. Both are a :class:`Policy`:
-workers call them alike, and their weights travel between processes as one flat
-float32 vector.
+workers call them alike (:meth:`Policy.act`), and their weights travel between
+processes as one flat float32 vector.
+
+Workers act on a few rows at a time, where torch's per-operation overhead (several
+microseconds an op) is most of the cost of a small MLP. So an MLP policy acts through a
+numpy copy of its weights (:class:`NumpyMLP`), several times cheaper per step; the CNN
+acts in torch, and all learning is torch's. Sampling is one function for both paths.
 """
 
 from __future__ import annotations
@@ -87,6 +92,26 @@ class RandomStreams(Protocol):
     def normal(self, dim: int) -> np.ndarray: ...
 
 
+def inverse_cdf(probs: np.ndarray, streams: RandomStreams) -> np.ndarray:
+    """One categorical draw per row of ``probs`` ``[B, n]``, each with its environment's own uniform."""
+    cdf = probs.cumsum(-1)
+    u = streams.uniform()[:, None] * cdf[:, -1:]
+    return (u >= cdf).sum(-1).clip(max=cdf.shape[-1] - 1)
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = logits - logits.max(-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+
+
+def epsilon_greedy_logp(q_values: np.ndarray, epsilon: float) -> np.ndarray:
+    """Log-probabilities ``[B, n]`` of ε-greedy acting: ``ε/n + (1 - ε)·[a = argmax Q]``."""
+    n = q_values.shape[-1]
+    probs = np.full(q_values.shape, epsilon / n, q_values.dtype)
+    probs[np.arange(len(q_values)), q_values.argmax(-1)] += 1 - epsilon
+    return np.log(np.maximum(probs, np.finfo(probs.dtype).tiny))  # finite at ε = 0
+
+
 class Categorical:
     """Distribution over ``Discrete`` actions from logits ``[B, n]``."""
 
@@ -104,9 +129,7 @@ class Categorical:
 
     def sample(self, streams: RandomStreams) -> torch.Tensor:
         """Inverse-CDF sampling with each environment's own uniform draw."""
-        cdf = self.logits.exp().cumsum(-1).numpy()
-        u = streams.uniform()[:, None] * cdf[:, -1:]
-        return torch.as_tensor((u >= cdf).sum(-1).clip(max=cdf.shape[-1] - 1))
+        return torch.as_tensor(inverse_cdf(self.logits.exp().numpy(), streams))
 
     def kl(self, other: Categorical) -> torch.Tensor:
         return (self.logits.exp() * (self.logits - other.logits)).sum(-1)
@@ -222,9 +245,41 @@ def trunk(obs_shape: tuple[int, ...], is_image: bool, model: ModelConfig) -> tup
     return mlp(obs_shape[0], model.fcnet_hiddens, model.fcnet_activation), width
 
 
+class NumpyMLP:
+    """A numpy copy of ``Linear`` and activation layers, for acting (see the module docstring).
+
+    ``__call__`` gives what the torch layers give, to float32 rounding.
+    """
+
+    def __init__(self, *modules: nn.Module) -> None:
+        self.layers: list[tuple[np.ndarray, np.ndarray] | Callable[[np.ndarray], np.ndarray]] = []
+        for module in modules:
+            for layer in module.modules():
+                if isinstance(layer, nn.Linear):
+                    self.layers.append((layer.weight.detach().cpu().numpy().T.copy(),
+                                        layer.bias.detach().cpu().numpy().copy()))
+                elif isinstance(layer, nn.Tanh):
+                    self.layers.append(np.tanh)
+                elif isinstance(layer, nn.ReLU):
+                    self.layers.append(_relu)
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        for layer in self.layers:
+            x = x @ layer[0] + layer[1] if isinstance(layer, tuple) else layer(x)
+        return x
+
+
+def _relu(x: np.ndarray) -> np.ndarray:
+    return np.maximum(x, 0, out=x)
+
+
+Acting = tuple[np.ndarray, np.ndarray, np.ndarray]  # actions [B, ...], their log-probabilities [B], values [B]
+
+
 class Policy(nn.Module):
     """A network workers act with: ``forward(obs)`` gives an action distribution and values
-    ``[B]``; its weights travel between processes as one flat float32 vector."""
+    ``[B]``; :meth:`act` does the same for acting, numpy in and out; its weights travel
+    between processes as one flat float32 vector."""
 
     def get_flat_weights(self) -> np.ndarray:
         """All parameters as one float32 vector (what workers receive)."""
@@ -235,6 +290,32 @@ class Policy(nn.Module):
         # a copy: arrays from Ray's object store are read-only
         nn.utils.vector_to_parameters(torch.tensor(flat, dtype=torch.float32, device=device),
                                       self.parameters())
+        self._twin: tuple[tuple[int, ...], Callable[..., Acting]] | None = None
+
+    def act(self, obs: np.ndarray, streams: RandomStreams, explore: bool) -> Acting:
+        """Actions for a batch of (filtered) observations ``[B, *obs_shape]``: sampled with each
+        environment's own stream when ``explore``, else the most likely; with their
+        log-probabilities and the values. An MLP acts through its numpy twin, rebuilt
+        whenever the weights changed (set here, or changed in place: loaded, or stepped by
+        an optimizer)."""
+        params = self.__dict__.get("_params") or self.__dict__.setdefault("_params", list(self.parameters()))
+        versions = tuple(p._version for p in params)  # in-place changes count them
+        twin = getattr(self, "_twin", None)
+        if twin is None or twin[0] != versions:
+            twin = (versions, self.numpy_twin() or self._act_in_torch)
+            self._twin = twin
+        return twin[1](obs, streams, explore)
+
+    def numpy_twin(self) -> Callable[[np.ndarray, RandomStreams, bool], Acting] | None:
+        """A function acting like :meth:`act` with numpy copies of the weights (None: act in torch)."""
+        return None
+
+    @torch.inference_mode()
+    def _act_in_torch(self, obs: np.ndarray, streams: RandomStreams, explore: bool) -> Acting:
+        device = next(self.parameters()).device
+        dist, values = self(torch.as_tensor(obs, device=device))
+        actions = dist.sample(streams).to(device) if explore else dist.mode()
+        return actions.cpu().numpy(), dist.log_prob(actions).cpu().numpy(), values.cpu().numpy()
 
     def get_weights(self) -> dict[str, np.ndarray]:
         """Every tensor of the network by name, as numpy copies (RLlib's ``policy.get_weights()``)."""
@@ -284,6 +365,27 @@ class ActorCritic(Policy):
             return DiagGaussian(out, self.log_std), value
         return Categorical(out), value
 
+    def numpy_twin(self) -> Callable[[np.ndarray, RandomStreams, bool], Acting] | None:
+        if not isinstance(self.pi_body, nn.Sequential):  # the CNN acts in torch
+            return None
+        pi_body, pi_head, vf_head = NumpyMLP(self.pi_body), NumpyMLP(self.pi_head), NumpyMLP(self.vf_head)
+        vf_body = None if self.vf_body is None else NumpyMLP(self.vf_body)
+        log_std = None if self.log_std is None else self.log_std.detach().cpu().numpy().copy()
+
+        def act(obs: np.ndarray, streams: RandomStreams, explore: bool) -> Acting:
+            features = pi_body(obs)
+            values = vf_head(features if vf_body is None else vf_body(obs))[:, 0]
+            out = pi_head(features)
+            if log_std is None:
+                logp_all = log_softmax(out)
+                actions = inverse_cdf(np.exp(logp_all), streams) if explore else logp_all.argmax(-1)
+                return actions, logp_all[np.arange(len(actions)), actions], values
+            actions = out + np.exp(log_std) * streams.normal(len(log_std)).astype(np.float32) if explore else out
+            z = (actions - out) / np.exp(log_std)
+            logp = (-0.5 * z**2 - log_std - np.float32(0.5 * np.log(2 * np.pi))).sum(-1)
+            return actions, logp, values
+        return act
+
     def policy_parameters(self) -> list[nn.Parameter]:
         """Parameters the action distribution depends on (a shared body included)."""
         params = [*self.pi_body.parameters(), *self.pi_head.parameters()]
@@ -330,6 +432,23 @@ class QNetwork(Policy):
         """The ε-greedy distribution and the greedy values ``max_a Q`` ``[B]``."""
         q = self.q_values(obs)
         return EpsilonGreedy(q, self.epsilon.item()), q.max(-1).values
+
+    def numpy_twin(self) -> Callable[[np.ndarray, RandomStreams, bool], Acting] | None:
+        if not isinstance(self.body, nn.Sequential):  # the CNN acts in torch
+            return None
+        body, q_head = NumpyMLP(self.body), NumpyMLP(self.q_head)
+        value_head = None if self.value_head is None else NumpyMLP(self.value_head)
+        epsilon = float(self.epsilon)
+
+        def act(obs: np.ndarray, streams: RandomStreams, explore: bool) -> Acting:
+            features = body(obs)
+            q = q_head(features)
+            if value_head is not None:
+                q = value_head(features) + q - q.mean(-1, keepdims=True)
+            logp_all = epsilon_greedy_logp(q, epsilon)
+            actions = inverse_cdf(np.exp(logp_all), streams) if explore else q.argmax(-1)
+            return actions, logp_all[np.arange(len(actions)), actions], q.max(-1)
+        return act
 
     def q_parameters(self) -> list[nn.Parameter]:
         """Everything the optimizer trains: all parameters but ε."""

@@ -1,7 +1,7 @@
 """Experience replay: a uniform ring buffer, prioritized replay, and n-step returns.
 
 The buffers are plain classes over numpy arrays: the synchronous DQN learner owns
-one, and Ape-X's replay-shard actors (``volley/engines/ray_async.py``) host the same class.
+one, and the replay-shard actors (``volley/engines/async_actors.py``) host the same class.
 Rows arrive in chunks (a worker's batch) and leave as a :class:`Batch` of sampled
 rows plus their buffer ``indices`` and importance ``weights``.
 """
@@ -9,6 +9,7 @@ rows plus their buffer ``indices`` and importance ``weights``.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -167,6 +168,24 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         priorities = np.abs(td_errors).astype(np.float64) + self.eps
         self.max_priority = max(self.max_priority, float(priorities.max()))
         self.tree.set(indices, priorities**self.alpha)
+
+
+@dataclass(frozen=True)
+class Prioritization:
+    """The settings of proportional prioritized replay (:class:`PrioritizedReplayBuffer`)."""
+
+    alpha: float  # how much priorities count (0 is uniform)
+    beta: float  # importance-weight exponent (1 corrects the bias fully)
+    eps: float  # added to |TD error| so no row has priority 0
+
+
+def make_replay_buffer(capacity: int, rng: np.random.Generator,
+                       prioritization: Prioritization | None = None) -> ReplayBuffer:
+    """A uniform buffer, or a prioritized one with ``prioritization`` (a learner's, or a shard's)."""
+    if prioritization is None:
+        return ReplayBuffer(capacity, rng)
+    return PrioritizedReplayBuffer(capacity, rng, prioritization.alpha, prioritization.beta,
+                                   prioritization.eps)
 
 
 def n_step_returns(rewards: np.ndarray, terminated: np.ndarray, cuts: np.ndarray, gamma: float,

@@ -29,7 +29,8 @@ from typing import Any, TextIO
 
 from volley.algorithm import Algorithm
 from volley.checkpoint import fsync, remove_checkpoint, remove_leftovers
-from volley.errors import CheckpointError
+from volley.engines.mpi_engine import install_rank_hooks
+from volley.errors import CheckpointError, EnvError, WorkerError
 from volley.logging import PROGRESS, ResultLogger
 
 LATEST = "checkpoint"
@@ -215,13 +216,25 @@ def run_settings(run_dir: Path) -> dict[str, Any]:
 
 def train_until(algo: Algorithm, stop: Stop, run_dir: Path | None = None,
                 checkpoint_freq: int = 10, keep_checkpoints: int = 5, tensorboard: bool = True,
-                out: TextIO = sys.stdout) -> Outcome:
+                out: TextIO | None = None) -> Outcome:
     """Train until ``stop``, SIGINT or SIGTERM, then write a final checkpoint if ``run_dir`` is set.
 
     A signal stops the iteration in progress: the final checkpoint holds the counters of
     the last completed iteration (an interrupted update may have taken some of its steps).
+    A lost worker or a broken environment (``WorkerError``, ``EnvError``) also gets a final
+    checkpoint before it is raised: the learner is sound, only its workers failed. (A
+    ``TrainingError`` does not: the learner's own updates failed.)
+
+    Under MPI this is the run's entry point on every rank: ranks other than 0 serve rank 0
+    (:meth:`Algorithm.serve_forever`) and return when it stops.
     """
     start = time.perf_counter()
+    out = out or sys.stdout  # looked up now: a caller (or a test) may have replaced sys.stdout
+    if algo.config.engine == "mpi":
+        install_rank_hooks()
+    if not algo.is_driver:
+        algo.serve_forever()
+        return Outcome({}, "served rank 0", "", time.perf_counter() - start)
     logger = ResultLogger(run_dir, tensorboard=tensorboard, out=out, fraction=stop.fraction)
     if run_dir is not None:
         settings = {"stop": asdict(stop), "checkpoint_freq": checkpoint_freq,
@@ -245,6 +258,11 @@ def train_until(algo: Algorithm, stop: Stop, run_dir: Path | None = None,
         signum = getattr(exc, "signum", signal.SIGINT)
         reason = f"interrupted by {signal.Signals(signum).name}"
         print(f"volley: {reason}: saving a final checkpoint", file=out, flush=True)
+    except (WorkerError, EnvError) as exc:
+        if run_dir is not None:
+            print(f"volley: stopping on a {type(exc).__name__}: saving a final checkpoint", file=out, flush=True)
+            save_run_checkpoint(algo, run_dir, keep_checkpoints)
+        raise
     finally:
         logger.close()
     checkpoint = save_run_checkpoint(algo, run_dir, keep_checkpoints) if run_dir is not None else ""

@@ -58,7 +58,7 @@ class VolleyTrainable(tune.Trainable):
     def default_resource_request(cls, config: dict[str, Any]) -> tune.PlacementGroupFactory:
         """One bundle for the trial (the learner), one per Ray rollout worker."""
         algo_config = cls.algorithm_config(config)
-        remote = algo_config.resolved_num_workers if algo_config.engine == "ray" else 0
+        remote = algo_config.plan().num_workers if algo_config.engine == "ray" else 0
         return tune.PlacementGroupFactory(
             [{"CPU": 1.0}] + [{"CPU": algo_config.num_cpus_per_worker}] * remote)
 

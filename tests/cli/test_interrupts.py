@@ -114,6 +114,34 @@ def test_sigkill_at_random_moments_then_resume(tmp_path):
     assert list(numbered_checkpoints(run_dir)) == [last, last + 1, last + 2]  # --keep-checkpoints 3 kept
 
 
+def test_sigkill_of_a_ray_driver_leaves_no_cluster_process_then_resumes(tmp_path):
+    """Issue 14: Ray's node processes die with the driver by themselves, but its agents
+    (ray::DashboardAgent, ray::RuntimeEnvAgent) used to outlive a kill -9 by a minute or more."""
+    process = start("--engine", "ray", "--workers", "2", "--num-cpus", "2", "--envs-per-worker", "2",
+                    "--set", "train_batch_size=256", "--set", "minibatch_size=64", "--no-tensorboard",
+                    "--stop-reward", "1e9", "--checkpoint-freq", "1", "--logdir", str(tmp_path))
+    wait_for(lambda: any(linked_iteration(run) >= 1 for run in tmp_path.iterdir()), process,
+             "a first checkpoint")
+    (run_dir,) = tmp_path.iterdir()
+    titles = " ".join(" ".join(p.cmdline()) for p in session_members(process.pid))
+    for title in ("raylet", "gcs_server", "ray::DashboardAgent", "ray::RuntimeEnvAgent", "ray::ActorHost"):
+        assert title in titles  # the cluster's processes, in the driver's session
+    process.send_signal(signal.SIGKILL)
+    assert process.wait(timeout=30) == -signal.SIGKILL
+    killed = time.monotonic()
+    while session_members(process.pid) and time.monotonic() < killed + 30:
+        time.sleep(0.2)
+    print(f"cluster gone {time.monotonic() - killed:.1f} s after the kill")
+    assert [" ".join(p.cmdline()) for p in session_members(process.pid)] == []
+
+    last = linked_iteration(run_dir)
+    out = subprocess.run([VOLLEY, "train", "--resume", str(run_dir), "--max-iters", str(last + 1)],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"resuming from {run_dir / f'checkpoint_{last:06d}'} (iteration {last}," in out.stdout
+    assert progress_iterations(run_dir) == list(range(1, last + 2))
+
+
 @pytest.mark.parametrize("how", ["SIGTERM to the process", "SIGINT to the process group (Ctrl-C)"])
 def test_signal_writes_a_final_checkpoint_and_leaves_no_process(tmp_path, how):
     process = start("--engine", "ray", "--workers", "2", "--num-cpus", "2", "--envs-per-worker", "2",

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import math
+import re
 import subprocess
 import sys
 import time
@@ -14,6 +16,8 @@ import torch
 from volley import ApexDQN, ApexDQNConfig, ConfigError, DQNConfig
 from volley.algorithms.apex_dqn import per_worker_epsilon
 from volley.checkpoint import read_checkpoint
+from volley.errors import WorkerError
+from volley.run import LATEST, Stop, train_until
 
 
 @pytest.mark.parametrize(("update", "message"), [
@@ -72,7 +76,7 @@ def small(**training) -> ApexDQNConfig:
 
 def test_learner_trains_on_what_the_workers_push(ray_session):
     algo = small(train_intensity=1.0, max_sample_lead=256).build()
-    actors, shards = list(algo.workers.actors), list(algo.workers.shards)
+    actors, shards = list(algo.workers.actors), list(algo.workers.replay_shards.actors)
     try:
         results = [algo.train() for _ in range(3)]
         last = results[-1]
@@ -91,7 +95,7 @@ def test_learner_trains_on_what_the_workers_push(ray_session):
     finally:
         algo.stop()
     pings = [lambda: algo.workers.parameter_server.fetch.remote(0),
-             *(lambda shard=shard: shard.size.remote() for shard in shards),
+             *(lambda shard=shard: shard.call.remote("size") for shard in shards),
              *(lambda actor=actor: actor.call.remote("spaces") for actor in actors)]
     for ping in pings:  # stop() ended every actor (ray.kill takes effect soon, not at once)
         assert_dies(ray_session, ping)
@@ -127,6 +131,80 @@ def test_a_killed_acting_worker_is_replaced_and_counted(ray_session):
         # the replacement acts with weights from the parameter server, not its initial ones
         spaces = ray_session.get(algo.workers.actors[0].call.remote("spaces"))
         assert spaces[1].n == 2
+    finally:
+        algo.stop()
+
+
+def train_until_counted(algo: ApexDQN, key: str, count: int, iterations: int = 20) -> dict:
+    """Train until ``result[key]`` reaches ``count`` (a death is noticed on the next call to the actor)."""
+    for _ in range(iterations):
+        result = algo.train()
+        if result[key] >= count:
+            return result
+    pytest.fail(f"{key} still {result[key]} after {iterations} iterations")
+
+
+def assert_stops_with_a_checkpoint(algo: ApexDQN, run_dir, message: str) -> None:
+    """``train_until`` raises a one-line WorkerError matching ``message`` and leaves a checkpoint
+    of the last complete iteration."""
+    with pytest.raises(WorkerError) as caught:
+        train_until(algo, Stop(iterations=1000), run_dir, tensorboard=False, out=io.StringIO())
+    assert "\n" not in str(caught.value)
+    assert re.fullmatch(message, str(caught.value)), str(caught.value)
+    _, manifest = read_checkpoint(run_dir / LATEST)
+    assert manifest["state"]["iteration"] == algo.iteration >= 1
+
+
+def test_worker_deaths_past_max_worker_restarts_stop_apex_with_a_checkpoint(ray_session, tmp_path):
+    algo = small(max_sample_lead=2000).fault_tolerance(max_worker_restarts=1).build()
+    try:
+        algo.train()
+        ray_session.kill(algo.workers.actors[0])
+        assert train_until_counted(algo, "num_worker_restarts", 1)["num_worker_restarts"] == 1
+        ray_session.kill(algo.workers.actors[1])
+        assert_stops_with_a_checkpoint(algo, tmp_path, r"acting worker 1 died \(.+\); not replaced: "
+                                                       r"max_worker_restarts=1 replacements were made already")
+        _, manifest = read_checkpoint(tmp_path / LATEST)
+        assert manifest["state"]["faults"]["num_worker_restarts"] == 1
+    finally:
+        algo.stop()
+
+
+def test_a_killed_replay_shard_is_replaced_empty_and_counted(ray_session, tmp_path):
+    algo = small(max_sample_lead=2000, num_replay_shards=2).build()
+    try:
+        for _ in range(2):
+            algo.train()
+        shards = algo.workers.replay_shards
+        victim = shards.actors[1]
+        assert ray_session.get(victim.call.remote("size")) > 0
+        ray_session.kill(victim)
+        result = train_until_counted(algo, "num_shard_restarts", 1)
+        assert result["num_shard_restarts"] == 1 and result["num_worker_restarts"] == 0
+        assert shards.actors[1] is not victim
+        steps, updates = result["timesteps_total"], result["learner_updates"]
+        for _ in range(3):
+            result = algo.train()
+        assert result["timesteps_total"] > steps and result["learner_updates"] > updates
+        assert ray_session.get(shards.actors[1].call.remote("size")) > 0  # the workers fill the new shard
+        assert result["num_shard_restarts"] == 1
+        path = algo.save(tmp_path / "apex")
+    finally:
+        algo.stop()
+    assert read_checkpoint(path)[1]["state"]["extra"]["num_shard_restarts"] == 1
+    restored = ApexDQN.from_checkpoint(path)
+    try:
+        assert restored.train()["num_shard_restarts"] == 1
+    finally:
+        restored.stop()
+
+
+def test_a_dead_replay_shard_without_restarts_stops_the_run_with_a_checkpoint(ray_session, tmp_path):
+    algo = small(max_sample_lead=2000).fault_tolerance(restart_failed_workers=False).build()
+    try:
+        algo.train()
+        ray_session.kill(algo.workers.replay_shards.actors[0])
+        assert_stops_with_a_checkpoint(algo, tmp_path, r"replay shard 0 died \(.+\); restart_failed_workers=False")
     finally:
         algo.stop()
 

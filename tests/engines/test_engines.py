@@ -36,7 +36,7 @@ def test_every_env_of_a_worker_is_seeded_apart(ray_session):
     algo = small("ray", 2, env="Pendulum-v1").build()
     try:
         batch = algo.sample()
-        fragment = algo.config.fragment_length
+        fragment = algo.workers.plan.fragment_length
         first_obs = batch["obs"].reshape(6, fragment, -1)[:, 0]  # env-major: first step per env
         assert len({tuple(o) for o in first_obs.round(6)}) == 6
     finally:

@@ -1,4 +1,5 @@
-"""Faults volley survives (issue 6): dead Ray workers, environments that raise or return NaN.
+"""Faults volley survives (issue 6): dead Ray workers, environments that raise or return NaN,
+and (issue 14) replacements that never reuse a seed, workers on machines with another CPU count.
 Each fault is real: a killed actor, a process that exits, an environment that raises. (A
 removed node: tests/engines/test_cluster.py.)"""
 
@@ -14,6 +15,7 @@ import ray
 import torch
 
 from volley import EnvError, PPOConfig, register_env
+from volley.config import RolloutPlan
 from volley.errors import WorkerError
 
 
@@ -230,3 +232,67 @@ def test_no_restarts_when_restart_failed_workers_is_off(ray_session):
     algo = faulty("ray", fail="none").fault_tolerance(restart_failed_env_runners=False).build()
     ray.kill(algo.workers.actors[1])
     assert_train_raises(algo, WorkerError, r"rollout worker 1 died .*restart_failed_workers=False")
+
+
+class SeedEcho(gym.Env):
+    """Observes the seed of its first reset, forever (its episodes never end), so a batch shows
+    the seeds of the environments that sampled it."""
+
+    observation_space = gym.spaces.Box(0, 1e6, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        if seed is not None:
+            self.seed_seen = seed
+        return np.array([self.seed_seen], np.float32), {}
+
+    def step(self, action):
+        return np.array([self.seed_seen], np.float32), 0.0, False, False, {}
+
+
+register_env("seed-echo", lambda cfg: SeedEcho())
+
+
+def test_replaced_workers_never_share_an_environment_seed(ray_session):
+    algo = (PPOConfig().environment("seed-echo").resources(engine="ray")
+            .rollouts(num_workers=2, num_envs_per_worker=2)
+            .training(train_batch_size=8, minibatch_size=4, num_epochs=1).debugging(seed=0).build())
+
+    def seeds_by_worker() -> list[set[int]]:
+        obs = algo.sample()["obs"][:, 0]  # worker 0's 2 envs x 2 steps, then worker 1's
+        return [set(part.astype(int).tolist()) for part in np.split(obs, 2)]
+
+    try:
+        assert seeds_by_worker() == [{0, 1}, {2, 3}]
+        seen = []
+        for victim in (0, 1, 0):  # each replacement takes the next 2 seeds, never a used one
+            ray.kill(algo.workers.actors[victim])
+            seen.append(seeds_by_worker())
+        assert seen == [[{4, 5}, {2, 3}], [{4, 5}, {6, 7}], [{8, 9}, {6, 7}]]
+        assert algo.workers.num_restarts == 3
+    finally:
+        algo.stop()
+
+
+def test_a_worker_seeing_another_cpu_count_samples_the_planned_fragment(ray_session, monkeypatch):
+    """num_workers='auto' and the fragment length are resolved by the driver (2 CPUs here): a
+    worker whose machine reports 64 CPUs still takes the planned 50 steps per environment."""
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+
+    def on_a_bigger_machine(cfg: dict) -> gym.Env:
+        os.cpu_count = lambda: 64  # runs in the worker's process, where the environment is made
+        return gym.wrappers.TransformObservation(  # observes the CPU count its process reports
+            SeedEcho(), lambda obs: np.array([os.cpu_count()], np.float32), SeedEcho.observation_space)
+
+    register_env("seed-echo-64-cpus", on_a_bigger_machine)
+    algo = (PPOConfig().environment("seed-echo-64-cpus").resources(engine="ray")
+            .rollouts(num_envs_per_worker=2).training(train_batch_size=200, minibatch_size=50, num_epochs=1)
+            .build())
+    try:
+        assert algo.workers.plan == RolloutPlan(num_workers=2, num_envs_per_worker=2, fragment_length=50)
+        batch = algo.sample()
+        assert set(batch["obs"][:, 0].tolist()) == {64.0}  # the workers' processes do report 64
+        assert len(batch) == 200  # 2 workers x 2 envs x 50 steps (64 CPUs would have made it 2 x 2 x 2)
+    finally:
+        algo.stop()

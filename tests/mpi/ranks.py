@@ -6,17 +6,25 @@
     kl_penalty            3 iterations in allreduce mode with PPO's adaptive KL penalty; every
                           rank prints its own KL and the penalty weight after each
     fail_on_rank_1        an environment whose creator raises on rank 1 only
+    train_until RUN_DIR   volley.run.train_until on every rank: rank 0 trains, rank 1 serves
+    train_on_rank_1       rank 1 calls train() instead of serving rank 0
+
+Each is written the way a user's script is: install the rank hooks first, then build on
+every rank; rank 0 (``algo.is_driver``) trains and the others serve it.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
 
 from volley import PPOConfig, register_env
+from volley.engines.mpi_engine import install_rank_hooks
+from volley.run import Stop, train_until
 
 
 def ppo(**resources):
@@ -26,17 +34,18 @@ def ppo(**resources):
 
 
 def first_batch(out: str) -> None:
-    algo = ppo().build()
-    try:
-        batch = algo.sample()
-        np.savez(out, **batch)
-    finally:
-        algo.stop()
+    with ppo().build() as algo:
+        if algo.is_driver:
+            np.savez(out, **algo.sample())
+        else:
+            algo.serve_forever()
 
 
 def allreduce() -> None:
-    algo = ppo(mpi_mode="allreduce").build()
-    try:
+    with ppo(mpi_mode="allreduce").build() as algo:
+        if not algo.is_driver:
+            algo.serve_forever()  # trains its replica whenever rank 0 does
+            return
         start = algo.policy.get_flat_weights()
         for _ in range(5):
             result = algo.train()
@@ -44,8 +53,6 @@ def allreduce() -> None:
         print(f"replicas {len(replicas)} moved {np.abs(replicas[0] - start).max():.6f} "
               f"maxdiff {float(max(np.abs(w - replicas[0]).max() for w in replicas))!r} "
               f"steps {result['timesteps_total']}", flush=True)
-    finally:
-        algo.stop()
 
 
 def kl_penalty() -> None:
@@ -74,15 +81,23 @@ def fail_on_rank_1() -> None:
         return gym.make("CartPole-v1")
 
     register_env("Flaky", creator)
-    algo = PPOConfig().environment("Flaky").resources(engine="mpi").build()
-    try:
-        for _ in range(3):
-            algo.train()
-    finally:
-        algo.stop()
+    with PPOConfig().environment("Flaky").resources(engine="mpi").build() as algo:
+        train_until(algo, Stop(iterations=3))
+
+
+def train_until_on_every_rank(run_dir: str) -> None:
+    with ppo().build() as algo:
+        outcome = train_until(algo, Stop(iterations=2), Path(run_dir), tensorboard=False)
+        print(f"rank {os.environ.get('PMI_RANK')}: {outcome.reason}, iteration {algo.iteration}", flush=True)
+
+
+def train_on_rank_1() -> None:
+    with ppo().build() as algo:
+        algo.train()
 
 
 if __name__ == "__main__":
+    install_rank_hooks()
     {"first_batch": first_batch, "allreduce": allreduce, "kl_penalty": kl_penalty,
-     "fail_on_rank_1": fail_on_rank_1}[sys.argv[1]](
-        *sys.argv[2:])
+     "fail_on_rank_1": fail_on_rank_1, "train_until": train_until_on_every_rank,
+     "train_on_rank_1": train_on_rank_1}[sys.argv[1]](*sys.argv[2:])

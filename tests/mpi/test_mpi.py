@@ -85,13 +85,33 @@ def test_gather_mode_first_batch_equals_the_local_engine(tmp_path):
         np.testing.assert_allclose(got[key], expected[key], rtol=1e-6, atol=1e-6, err_msg=key)
 
 
-def test_an_exception_on_rank_1_ends_the_job_naming_rank_1():
+def assert_rank_1_ends_the_job(program: str, failure: str) -> None:
+    """``program`` fails on rank 1: the job ends within a minute, rank 1 naming ``failure``."""
     start = time.monotonic()
-    out = mpiexec("fail_on_rank_1", timeout=120)
+    out = mpiexec(program, timeout=120)
     assert out.returncode != 0
-    assert ("rank 1 failed: EnvError: the creator registered as 'Flaky' failed with env_config {}: "
-            "RuntimeError: this environment cannot start here") in out.stderr, out.stderr
+    assert f"rank 1 failed: {failure}" in out.stderr, out.stderr
     assert time.monotonic() - start < 60
+
+
+def test_an_exception_on_rank_1_ends_the_job_naming_rank_1():
+    assert_rank_1_ends_the_job("fail_on_rank_1", "EnvError: the creator registered as 'Flaky' failed with "
+                               "env_config {}: RuntimeError: this environment cannot start here")
+
+
+def test_train_until_serves_rank_0_from_the_other_ranks(tmp_path):
+    out = mpiexec("train_until", str(tmp_path))
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = sorted(line for line in out.stdout.splitlines() if line.startswith("rank "))
+    assert lines == ["rank 0: reached 2 iterations, iteration 2", "rank 1: served rank 0, iteration 0"]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("checkpoint")) == [
+        "checkpoint", "checkpoint_000002"]  # written by rank 0 alone
+    assert len((tmp_path / "progress.jsonl").read_text().splitlines()) == 2
+
+
+def test_training_on_a_rank_other_than_0_is_a_clear_error():
+    assert_rank_1_ends_the_job("train_on_rank_1", "VolleyError: MPI rank 1 serves rank 0 and does not "
+                               "train or sample itself: call algo.serve_forever() on the ranks other than 0")
 
 
 def test_nprocs_needs_the_mpi_engine():

@@ -69,7 +69,7 @@ def assert_valid(config: AlgorithmConfig) -> None:
         assert type(width) is int and width > 0
     data = json.loads(json.dumps(config.to_dict(), allow_nan=False))
     assert type(config).from_dict(data).to_dict() == config.to_dict()
-    assert config.fragment_length >= 1
+    assert config.plan().fragment_length >= 1
 
 
 def assert_names_the_fault(message: str, kwargs: dict[str, object], config: AlgorithmConfig) -> None:

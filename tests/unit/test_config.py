@@ -71,9 +71,10 @@ def test_round_trip_through_dict_and_derived_values():
     assert isinstance(config.lr, float)
     again = PPOConfig.from_dict(config.to_dict())
     assert again == config
-    assert config.fragment_length == 125  # ceil(1000 / (2 * 4))
-    assert PPOConfig().resources(engine="local").resolved_num_workers == 0
-    assert PPOConfig().update(num_workers=0).num_sampling_workers == 1
+    assert config.plan().fragment_length == 125  # ceil(1000 / (2 * 4))
+    assert PPOConfig().resources(engine="local").plan().num_workers == 0
+    assert PPOConfig().update(num_workers=0).plan().num_sampling_workers == 1
+    assert config.plan(num_workers=4).fragment_length == 63  # a count the engine imposes (MPI ranks)
 
 
 def test_fault_tolerance_group_takes_rllib_names():

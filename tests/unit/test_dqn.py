@@ -154,7 +154,7 @@ def test_workers_return_n_step_transitions(end, discounts):
     observation, 3); 2-step returns with gamma 0.5."""
     config = (DQNConfig().environment("counter").rollouts(num_envs_per_worker=1, rollout_fragment_length=8)
               .training(n_step=2, gamma=0.5))
-    worker = RolloutWorker(config, 0, DQN.postprocess,
+    worker = RolloutWorker(config, 0, DQN.postprocess, plan=config.plan(),
                            env_creator=lambda cfg: TimeLimit(TerminateAt(Counter(), end), 3))
     batch = worker.sample(worker.policy.get_flat_weights(), None).batch
     # steps 0-2 and 4-6 are two episodes (3 and 7 are reset steps, dropped); the fragment ends at 7

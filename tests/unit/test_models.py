@@ -71,3 +71,44 @@ def test_flat_weights_round_trip():
     b.set_flat_weights(a.get_flat_weights())
     for pa, pb in zip(a.parameters(), b.parameters(), strict=True):
         assert torch.equal(pa, pb)
+
+
+@pytest.mark.parametrize(("action_space", "model", "network"), [
+    (gym.spaces.Discrete(5), ModelConfig(), "actor_critic"),
+    (gym.spaces.Discrete(5), ModelConfig(vf_share_layers=True, fcnet_activation="relu"), "actor_critic"),
+    (gym.spaces.Box(-1.0, 1.0, (3,), np.float32), ModelConfig(log_std_init=-0.7), "actor_critic"),
+    (gym.spaces.Discrete(4), ModelConfig(fcnet_activation="relu"), "q"),
+    (gym.spaces.Discrete(4), ModelConfig(), "dueling_q"),
+])
+def test_acting_in_numpy_matches_the_torch_network(action_space, model, network):
+    """Workers act through a numpy copy of an MLP's weights; it must be the torch network."""
+    obs_space = gym.spaces.Box(-5.0, 5.0, (7,), np.float32)
+    torch.manual_seed(0)
+    _, policy = build_policy(obs_space, action_space, model, network)
+    if network != "actor_critic":
+        policy.set_epsilon(0.3)
+    policy.set_flat_weights(policy.get_flat_weights() + 0.1)  # weights a worker was sent
+    obs = np.random.default_rng(0).normal(size=(6, 7)).astype(np.float32)
+    twin = policy.numpy_twin()
+    assert twin is not None
+    actions, logp, values = twin(obs, EnvStreams(0, list(range(6))), True)
+    torch_actions, torch_logp, torch_values = policy._act_in_torch(obs, EnvStreams(0, list(range(6))), True)
+    np.testing.assert_allclose(actions, torch_actions, rtol=1e-5, atol=1e-6)  # the same draws
+    np.testing.assert_allclose(logp, torch_logp, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(values, torch_values, rtol=1e-5, atol=1e-6)
+    mode, _, _ = twin(obs, EnvStreams(0, list(range(6))), False)
+    np.testing.assert_allclose(mode, policy._act_in_torch(obs, EnvStreams(0, [0]), False)[0], rtol=1e-5, atol=1e-6)
+
+
+def test_the_numpy_twin_follows_every_change_of_the_weights():
+    obs_space = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+    _, policy = build_policy(obs_space, gym.spaces.Discrete(2), ModelConfig())
+    obs = np.ones((1, 3), np.float32)
+    streams = EnvStreams(0, [0])
+    before = policy.act(obs, streams, False)[2]
+    policy.set_flat_weights(policy.get_flat_weights() * 2)  # sent new weights
+    assert policy.act(obs, streams, False)[2] != before
+    with torch.no_grad():  # stepped in place, as an optimizer does
+        policy.vf_head.bias.add_(1.0)
+    np.testing.assert_allclose(policy.act(obs, streams, False)[2],
+                               policy(torch.as_tensor(obs))[1].detach().numpy(), atol=1e-6)

@@ -32,7 +32,7 @@ def keep_all(columns, config):
 
 
 def worker(config, **kwargs):
-    return RolloutWorker(config, 0, keep_all, **kwargs)
+    return RolloutWorker(config, 0, keep_all, plan=config.plan(), **kwargs)
 
 
 def test_truncation_bootstraps_with_the_value_of_the_final_observation():

@@ -1,4 +1,4 @@
-"""One module per algorithm; this index maps names to their classes."""
+"""One module per algorithm; importing this package registers the built-in ones by name."""
 
 from __future__ import annotations
 
@@ -9,20 +9,15 @@ from volley.algorithms.pg import PG, PGConfig
 from volley.algorithms.ppo import PPO, PPOConfig
 from volley.algorithms.trpo import TRPO, TRPOConfig
 from volley.config import AlgorithmConfig
-from volley.errors import ConfigError, did_you_mean
 
+# The built-in algorithms, in the order the docs and the CLI list them
 ALGORITHMS: dict[str, type[Algorithm]] = {"ppo": PPO, "trpo": TRPO, "pg": PG, "dqn": DQN,
                                           "apex_dqn": ApexDQN}
 
 
 def get_algorithm_class(name: str) -> type[Algorithm]:
-    """The algorithm called ``name`` (case-insensitive: 'ppo', 'PPO')."""
-    by_class_name = {cls.__name__.lower(): cls for cls in ALGORITHMS.values()}  # 'ApexDQN' in checkpoints
-    try:
-        return ALGORITHMS.get(name.lower()) or by_class_name[name.lower()]
-    except KeyError:
-        raise ConfigError(f"unknown algorithm '{name}'{did_you_mean(name.lower(), ALGORITHMS)}; "
-                          f"choose from {', '.join(ALGORITHMS)}") from None
+    """The algorithm called ``name`` (case-insensitive: 'ppo', 'PPO', 'ApexDQN')."""
+    return Algorithm.named(name)
 
 
 def get_config_class(name: str) -> type[AlgorithmConfig]:

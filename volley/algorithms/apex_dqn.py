@@ -1,7 +1,8 @@
 """Ape-X DQN (Horgan et al., 2018): acting workers, replay shards and a learner, asynchronously.
 
-The layout (design: the third way of sharing work), hosted by the engine
-(``volley/engines/ray_async.py``; this file never talks to Ray itself):
+The layout (design: the third way of sharing work), hosted by the engine's asynchronous
+actors (``volley/engines/async_actors.py``; this file never talks to Ray itself, it
+hands the engine an :class:`~volley.engines.AsyncSpec` of numbers and callables):
 
 1. a **parameter server** holds the learner's latest weights and their version;
 2. ``num_workers`` **acting workers** step their environments continuously, each with
@@ -19,8 +20,9 @@ The layout (design: the third way of sharing work), hosted by the engine
 
 ``train()`` returns after ``min_time_s_per_iteration`` seconds with DQN's statistics and
 ``learner_updates``, ``replay_size``, ``weight_version_lag``, ``sample_throughput``,
-``train_throughput`` and ``num_worker_restarts`` (acting workers that died and were
-replaced). The update and target math is DQN's, inherited.
+``train_throughput``, ``num_worker_restarts`` (acting workers that died and were
+replaced) and ``num_shard_restarts`` (replay shards replaced, empty). The update and
+target math is DQN's, inherited.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import torch
 
 from volley.algorithms.dqn import DQN, DQNConfig, exploration_epsilon, q_and_targets
 from volley.config import AlgorithmConfig, option
-from volley.engines import WorkerGroup, make_async_worker_group
+from volley.engines import AsyncSpec, WorkerGroup, make_async_worker_group
 from volley.engines.base import ActorReport, AsyncWorkerGroup
 from volley.envs import EnvCreator
 from volley.errors import ConfigError
@@ -135,6 +137,12 @@ def per_worker_epsilon(config: ApexDQNConfig, worker_index: int, num_workers: in
     return base ** (1 + config.worker_epsilon_alpha * worker_index / (num_workers - 1))
 
 
+def set_epsilon(policy: Policy, epsilon: float) -> None:
+    """Worker-side: an acting worker's ε for its next run rides in its Q-network."""
+    assert isinstance(policy, QNetwork)
+    policy.set_epsilon(epsilon)
+
+
 @torch.inference_mode()
 def initial_td_errors(policy: Policy, batch: Batch, config: AlgorithmConfig) -> np.ndarray:
     """Worker-side: TD errors ``[B]`` of fresh transitions by the worker's own network (its own
@@ -154,8 +162,16 @@ class ApexDQN(DQN):
     workers: AsyncWorkerGroup
 
     def make_workers(self, env_creator: EnvCreator | None) -> WorkerGroup:
-        td_errors = initial_td_errors if self.config.prioritized_replay else None
-        return make_async_worker_group(self.config, type(self).postprocess, env_creator, td_errors)
+        cfg = self.config
+        spec = AsyncSpec(num_replay_shards=cfg.num_replay_shards, replay_capacity=cfg.replay_buffer_capacity,
+                         prioritization=cfg.prioritization, steps_per_run=cfg.weight_sync_interval,
+                         minibatch_size=cfg.minibatch_size, prefetch=cfg.replay_prefetch,
+                         explore=set_epsilon,
+                         priorities=initial_td_errors if cfg.prioritized_replay else None)
+        return make_async_worker_group(cfg, type(self).postprocess, env_creator, spec)
+
+    def concurrent_workers(self) -> int:
+        return self.workers.num_workers  # acting workers never wait for the learner
 
     def setup(self) -> None:
         self.setup_learner()
@@ -217,6 +233,7 @@ class ApexDQN(DQN):
                 "weight_version_lag": float(np.mean(lags)) if lags else math.nan,
                 "sample_throughput": self._steps_this_iter / took,
                 "train_throughput": updates * cfg.minibatch_size / took,
+                "num_shard_restarts": self.workers.num_shard_restarts,
                 "lr": self.optimizer.param_groups[0]["lr"]}
 
     def take_reports(self, reports: list[ActorReport], lags: list[int]) -> None:
@@ -233,12 +250,13 @@ class ApexDQN(DQN):
             tensors.update({f"{REPLAY_PREFIX}{index}.{name}": torch.tensor(column)
                             for name, column in columns.items()})
         return tensors, {"learner_updates": self.learner_updates, "weight_version": self.workers.weight_version,
-                         "replay_shards": len(shards)}
+                         "replay_shards": len(shards), "num_shard_restarts": self.workers.num_shard_restarts}
 
     def load_extra_state(self, tensors: dict[str, torch.Tensor], state: dict[str, Any]) -> None:
         self.target.load_state_dict({k[len("target."):]: v for k, v in tensors.items()
                                      if k.startswith("target.")})
         self.learner_updates = state["learner_updates"]
+        self.workers.num_shard_restarts = state.get("num_shard_restarts", 0)  # older checkpoints: none
         shards: list[dict[str, np.ndarray]] = [{} for _ in range(state["replay_shards"])]
         for name, tensor in tensors.items():
             if name.startswith(REPLAY_PREFIX):

@@ -20,7 +20,7 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
@@ -30,11 +30,14 @@ from volley.algorithm import Algorithm
 from volley.config import AlgorithmConfig, ModelConfig, NetworkKind, option
 from volley.errors import ConfigError
 from volley.models import QNetwork
-from volley.replay import PrioritizedReplayBuffer, ReplayBuffer, n_step_returns
+from volley.optim import Adam
+from volley.replay import (
+    Prioritization,
+    PrioritizedReplayBuffer,
+    make_replay_buffer,
+    n_step_returns,
+)
 from volley.rollout.batch import Batch
-
-if TYPE_CHECKING:
-    from volley.algorithms.apex_dqn import ApexDQNConfig
 
 
 @dataclass(kw_only=True)
@@ -105,6 +108,14 @@ class DQNConfig(AlgorithmConfig):
     def head_hiddens(self) -> list[int]:
         return self.hiddens
 
+    @property
+    def prioritization(self) -> Prioritization | None:
+        """The replay buffers' prioritized-replay settings (None: uniform replay)."""
+        if not self.prioritized_replay:
+            return None
+        return Prioritization(self.prioritized_replay_alpha, self.prioritized_replay_beta,
+                              self.prioritized_replay_eps)
+
     def validate(self) -> None:
         super().validate()
         for key in ("minibatch_size", "train_intensity", "replay_buffer_capacity", "target_update_freq",
@@ -135,12 +146,13 @@ class DQNConfig(AlgorithmConfig):
     def build(self, env: Any = None) -> DQN:
         return DQN(self._prepare_build(env))
 
-    def async_mode(self, **kwargs: Any) -> ApexDQNConfig:
+    def async_mode(self, **kwargs: Any) -> DQNConfig:
         """These settings as an :class:`~volley.algorithms.apex_dqn.ApexDQNConfig` (asynchronous
         Ape-X DQN on Ray), with ``kwargs`` (its own keys too) set on top."""
-        from volley.algorithms.apex_dqn import ApexDQNConfig
-
-        return ApexDQNConfig.from_dict(self.to_dict()).update(**kwargs)
+        apex = Algorithm.named("apex_dqn").config_class  # by name: apex_dqn.py imports this file
+        config = apex.from_dict(self.to_dict()).update(**kwargs)
+        assert isinstance(config, DQNConfig)
+        return config
 
 
 def exploration_epsilon(config: DQNConfig, timestep: int) -> float:
@@ -163,14 +175,6 @@ def q_targets(online: QNetwork, target: QNetwork, returns: torch.Tensor, next_ob
     chooser = online.q_values(next_obs) if double_q else next_q
     best = chooser.argmax(-1, keepdim=True)
     return returns + discounts * next_q.gather(-1, best).squeeze(-1)
-
-
-def make_replay_buffer(config: DQNConfig, capacity: int, rng: np.random.Generator) -> ReplayBuffer:
-    """The uniform or prioritized buffer ``config`` asks for (the learner's, or an Ape-X shard's)."""
-    if config.prioritized_replay:
-        return PrioritizedReplayBuffer(capacity, rng, config.prioritized_replay_alpha,
-                                       config.prioritized_replay_beta, config.prioritized_replay_eps)
-    return ReplayBuffer(capacity, rng)
 
 
 def q_and_targets(online: QNetwork, target: QNetwork, batch: dict[str, torch.Tensor],
@@ -204,14 +208,13 @@ class DQN(Algorithm):
     def setup(self) -> None:
         cfg = self.config
         self.setup_learner()
-        self.replay = make_replay_buffer(cfg, cfg.replay_buffer_capacity, self.rng)
+        self.replay = make_replay_buffer(cfg.replay_buffer_capacity, self.rng, cfg.prioritization)
         self.updates_owed = 0.0  # train_intensity x steps sampled, less the updates taken
 
     def setup_learner(self) -> None:
         """The target network and the optimizer (wherever the replay buffer lives)."""
         self.target = copy.deepcopy(self.policy).requires_grad_(False)
-        # fused: one kernel for all parameters, a third faster for small networks on the CPU
-        self.optimizer = torch.optim.Adam(self.policy.q_parameters(), lr=self.config.lr, fused=True)
+        self.optimizer = Adam(self.policy.q_parameters(), lr=self.config.lr)
 
     def training_step(self) -> dict[str, float]:
         cfg = self.config

@@ -23,6 +23,7 @@ from volley.algorithm import Algorithm
 from volley.config import AlgorithmConfig, ModelConfig, option
 from volley.errors import ConfigError
 from volley.models import ActorCritic
+from volley.optim import RMSprop
 from volley.rollout.advantages import discounted_returns
 from volley.rollout.batch import Batch
 
@@ -98,8 +99,8 @@ class PG(Algorithm):
                 "valid": columns["valid"]}
 
     def setup(self) -> None:
-        self.optimizer = torch.optim.RMSprop(self.policy.policy_parameters(), lr=self.config.lr,
-                                             alpha=self.config.decay_rate)
+        self.optimizer = RMSprop(self.policy.policy_parameters(), lr=self.config.lr,
+                                 alpha=self.config.decay_rate)
 
     def training_step(self) -> dict[str, float]:
         if self.config.mode == "samples":

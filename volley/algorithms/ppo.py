@@ -18,6 +18,7 @@ import torch
 from volley.algorithm import Algorithm
 from volley.config import AlgorithmConfig, option
 from volley.errors import ConfigError
+from volley.optim import Adam
 from volley.rollout.advantages import explained_variance, gae_columns
 from volley.rollout.batch import Batch
 
@@ -62,6 +63,9 @@ class PPOConfig(AlgorithmConfig):
         None, "training", "stop the epochs once the approximate KL exceeds this (volley's early stop, "
         "not RLlib's kl_target; None: never)")
     normalize_advantages: bool = option(True, "training", "standardise advantages per minibatch")
+    sample_async: bool = option(
+        False, "rollouts", "Ray workers sample the next batch while the learner updates on this one "
+        "(one update of policy lag; the ratio uses the sampling policy's probabilities)")
 
     def validate(self) -> None:
         super().validate()
@@ -75,6 +79,10 @@ class PPOConfig(AlgorithmConfig):
         if self.minibatch_size > self.train_batch_size:
             raise ConfigError(f"minibatch_size={self.minibatch_size} is larger than "
                               f"train_batch_size={self.train_batch_size}")
+        if self.sample_async and (self.engine != "ray" or self.num_workers == 0):
+            raise ConfigError(f"sample_async=True needs Ray workers (engine='ray', num_workers >= 1), got "
+                              f"engine={self.engine!r}, num_workers={self.num_workers!r}: workers in the "
+                              "learner's process cannot sample while it learns")
         if self.target_kl is not None and self.mpi_mode == "allreduce":  # ranks would stop apart
             raise ConfigError(f"target_kl={self.target_kl} cannot be used with mpi_mode='allreduce'")
 
@@ -107,13 +115,11 @@ class PPO(Algorithm):
     postprocess = staticmethod(gae_columns)  # worker-side: GAE advantages and value targets
 
     def setup(self) -> None:
-        # fused: one kernel for all parameters, a third faster for small networks on the CPU
-        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=self.config.lr, eps=1e-5,
-                                          fused=True)
+        self.optimizer = Adam(self.policy.parameters(), lr=self.config.lr, eps=1e-5)
         self.kl_coeff = self.config.kl_coeff  # the adaptive KL penalty's current weight
 
     def training_step(self) -> dict[str, float]:
-        batch = self.sample()
+        batch = self.sample_ahead() if self.config.sample_async else self.sample()
         for group in self.optimizer.param_groups:
             group["lr"] = self.current_lr()
         stats = self.update(batch)

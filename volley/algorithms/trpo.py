@@ -27,6 +27,7 @@ from volley.algorithm import Algorithm
 from volley.config import AlgorithmConfig, option
 from volley.errors import ConfigError
 from volley.models import ActorCritic, Distribution
+from volley.optim import Adam, Optimizer
 from volley.rollout.advantages import explained_variance, gae_columns
 from volley.rollout.batch import Batch
 from volley.trust_region import (
@@ -98,9 +99,9 @@ class TRPO(Algorithm):
     postprocess = staticmethod(gae_columns)  # worker-side: GAE advantages and value targets
 
     def setup(self) -> None:
-        self.vf_optimizer = torch.optim.Adam(self.policy.value_parameters(), lr=self.config.vf_lr)
+        self.vf_optimizer = Adam(self.policy.value_parameters(), lr=self.config.vf_lr)
 
-    def optimizers(self) -> dict[str, torch.optim.Optimizer]:
+    def optimizers(self) -> dict[str, Optimizer]:
         return {"vf_optimizer": self.vf_optimizer}
 
     def training_step(self) -> dict[str, float]:

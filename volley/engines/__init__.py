@@ -1,24 +1,15 @@
-"""Engines run a group of rollout workers: in this process, as Ray actors, or as MPI ranks."""
+"""Engines run a group of rollout workers: in this process, as Ray actors, or as MPI ranks.
+
+The driver resolves the run's sizes here, once (:meth:`~volley.config.AlgorithmConfig.plan`;
+the MPI engine imposes one worker per rank), and every worker is built from those numbers.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
-
-import numpy as np
-
 from volley.config import AlgorithmConfig
-from volley.engines.base import AsyncWorkerGroup, WorkerGroup
+from volley.engines.base import AsyncSpec, AsyncWorkerGroup, Replica, WorkerGroup, WorkerRecipe
 from volley.envs import EnvCreator
-from volley.models import Policy
-from volley.rollout.batch import Batch
 from volley.rollout.worker import Postprocess
-
-if TYPE_CHECKING:
-    from volley.algorithms.apex_dqn import ApexDQNConfig
-
-# worker-side initial priorities: TD errors [B] of a fresh batch by the worker's own network
-TDErrors = Callable[[Policy, Batch, AlgorithmConfig], np.ndarray]
 
 
 def make_worker_group(config: AlgorithmConfig, postprocess: Postprocess, env_creator: EnvCreator | None,
@@ -29,21 +20,23 @@ def make_worker_group(config: AlgorithmConfig, postprocess: Postprocess, env_cre
     ``reserved_cpus`` are Ray CPUs this run's other workers hold already.
     """
     if config.engine == "mpi":
-        from volley.engines.mpi_engine import MPIWorkerGroup
-        return MPIWorkerGroup(config, postprocess, env_creator)
-    if config.engine == "local" or config.resolved_num_workers == 0:
+        from volley.engines.mpi_engine import make_mpi_group
+        return make_mpi_group(config, postprocess, env_creator)
+    recipe = WorkerRecipe(config, config.plan(), postprocess, env_creator, seed_offset)
+    if recipe.plan.num_workers == 0 or config.engine == "local":
         from volley.engines.local import LocalWorkerGroup
-        return LocalWorkerGroup(config, postprocess, env_creator, seed_offset)
+        return LocalWorkerGroup(recipe)
     from volley.engines.ray_engine import RayWorkerGroup
-    return RayWorkerGroup(config, postprocess, env_creator, seed_offset, reserved_cpus)
+    return RayWorkerGroup(recipe, reserved_cpus)
 
 
-def make_async_worker_group(config: ApexDQNConfig, postprocess: Postprocess,
-                            env_creator: EnvCreator | None, td_errors: TDErrors | None) -> AsyncWorkerGroup:
-    """Ape-X's parameter server, replay shards and acting workers, as Ray actors (the one engine
-    that hosts them; ApexDQNConfig.validate refuses the others)."""
-    from volley.engines.ray_async import RayAsyncWorkerGroup
-    return RayAsyncWorkerGroup(config, postprocess, env_creator, td_errors)
+def make_async_worker_group(config: AlgorithmConfig, postprocess: Postprocess,
+                            env_creator: EnvCreator | None, spec: AsyncSpec) -> AsyncWorkerGroup:
+    """A parameter server, replay shards and acting workers as Ray actors (the one engine that
+    hosts them; an asynchronous algorithm's config refuses the others)."""
+    from volley.engines.async_actors import RayAsyncWorkerGroup
+    return RayAsyncWorkerGroup(WorkerRecipe(config, config.plan(), postprocess, env_creator), spec)
 
 
-__all__ = ["AsyncWorkerGroup", "WorkerGroup", "make_async_worker_group", "make_worker_group"]
+__all__ = ["AsyncSpec", "AsyncWorkerGroup", "Replica", "WorkerGroup", "make_async_worker_group",
+           "make_worker_group"]

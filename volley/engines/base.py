@@ -1,21 +1,53 @@
-"""The interface every engine implements: call a method on all workers, and stop them; and
-the asynchronous one (acting workers, replay shards, a parameter server) Ray implements."""
+"""The interfaces every engine implements: a group of rollout workers called all at once, and
+the asynchronous one (acting workers, replay shards, a parameter server) Ray implements.
+
+Engines sit below the algorithms and never import one. What they need from an algorithm
+comes in as values: the worker-side ``postprocess``, an :class:`AsyncSpec` of numbers and
+callables, and, for an MPI replica, an object that satisfies :class:`Replica`.
+"""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+import gymnasium as gym
 import numpy as np
 import torch
 
+from volley.config import AlgorithmConfig, RolloutPlan
+from volley.envs import EnvCreator
+from volley.models import Policy
+from volley.replay import Prioritization
 from volley.rollout.batch import Batch
-from volley.rollout.worker import SampleResult
+from volley.rollout.worker import Postprocess, RolloutWorker, SampleResult
 
-if TYPE_CHECKING:
-    from volley.algorithm import Algorithm
+
+class Replica(Protocol):
+    """What an MPI rank other than 0 drives in allreduce mode: the whole algorithm, which it
+    trains in step with rank 0 (and whose weights rank 0 may ask for)."""
+
+    policy: Policy
+
+    def train(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class WorkerRecipe:
+    """How each rollout worker of a group is built, with the sizes the driver resolved."""
+
+    config: AlgorithmConfig
+    plan: RolloutPlan
+    postprocess: Postprocess
+    env_creator: EnvCreator | None
+    seed_offset: int = 0  # added to every environment index (evaluation workers have their own)
+
+    def build(self, index: int, slot: int | None = None) -> RolloutWorker:
+        """Worker ``index``; ``slot`` (default ``index``) picks its environments' seeds."""
+        return RolloutWorker(self.config, index, self.postprocess, self.env_creator,
+                             seed_offset=self.seed_offset, plan=self.plan, slot=slot)
 
 
 class WorkerGroup(ABC):
@@ -26,7 +58,13 @@ class WorkerGroup(ABC):
     """
 
     num_workers: int
+    plan: RolloutPlan  # the sizes the driver resolved for this group
     num_restarts: int = 0  # dead workers replaced so far (the Ray engine replaces them)
+    # False on MPI ranks other than 0: they serve rank 0 (serve_forever) instead of training
+    is_driver: bool = True
+    # False where the algorithm built around this group never updates (MPI gather mode, ranks
+    # other than 0: they only sample for rank 0), so its learner needs no GPU
+    learns: bool = True
 
     @abstractmethod
     def call(self, method: str, *args: Any) -> list[Any]:
@@ -35,8 +73,17 @@ class WorkerGroup(ABC):
         Array arguments are shipped once per call, not once per worker.
         """
 
-    def serve(self, algo: Algorithm) -> None:  # noqa: B027 (an optional hook)
-        """Called once the algorithm is built; MPI ranks other than 0 serve rank 0 from here."""
+    def call_async(self, method: str, *args: Any) -> Callable[[], list[Any]]:
+        """:meth:`call`, started now and left running: the returned function waits for the
+        results. Only where workers are processes of their own (the Ray engine)."""
+        raise NotImplementedError(f"{type(self).__name__} runs its workers in step with the learner")
+
+    @abstractmethod
+    def spaces(self) -> tuple[gym.Space, gym.Space]:
+        """Observation and action space of one environment (asked of one worker only)."""
+
+    def serve_forever(self, replica: Replica) -> None:  # noqa: B027 (an optional hook)
+        """On MPI ranks other than 0: serve rank 0 until it stops. The driver has nothing to serve."""
 
     def begin_iteration(self) -> None:  # noqa: B027 (an optional hook)
         """Called at the start of every ``train()``; MPI rank 0 tells the replicas to follow."""
@@ -55,9 +102,33 @@ class WorkerGroup(ABC):
         """End every worker; the group cannot be used afterwards."""
 
 
+# worker-side: set a run's exploration on the acting worker's policy (Ape-X: ε on the Q-network)
+Explore = Callable[[Policy, float], None]
+# worker-side: the first priorities [B] of a fragment's rows (Ape-X: |TD error| by its own network)
+Priorities = Callable[[Policy, Batch, AlgorithmConfig], np.ndarray]
+
+
+@dataclass(frozen=True)
+class AsyncSpec:
+    """What an asynchronous algorithm asks of the engine's acting workers and replay shards.
+
+    The numbers are resolved by the algorithm; what is the algorithm's own comes in as
+    callables that the acting workers run on their copy of the policy.
+    """
+
+    num_replay_shards: int
+    replay_capacity: int  # rows over all shards together
+    prioritization: Prioritization | None  # None: uniform replay shards
+    steps_per_run: int  # environment steps an acting worker takes between weight fetches and reports
+    minibatch_size: int
+    prefetch: int  # minibatch requests the learner keeps in flight per shard
+    explore: Explore
+    priorities: Priorities | None = None  # None: new rows get the shard's largest priority
+
+
 @dataclass
 class ActorReport:
-    """What an acting worker sends the learner after each ``weight_sync_interval`` steps."""
+    """What an acting worker sends the learner after each run of ``steps_per_run`` steps."""
 
     worker_index: int
     result: SampleResult  # episode statistics and steps; its transitions went to a replay shard
@@ -73,14 +144,15 @@ class AsyncWorkerGroup(WorkerGroup):
     """
 
     num_restarts: int  # acting workers replaced after they died
+    num_shard_restarts: int  # replay shards replaced (empty) after they died
     weight_version: int  # of the weights last published (0: none yet)
 
     @abstractmethod
-    def start(self, weights: np.ndarray, epsilon_of: Callable[[int], float],
+    def start(self, weights: np.ndarray, exploration_of: Callable[[int], float],
               may_sample: Callable[[], bool]) -> None:
         """Publish the first weights and set every acting worker going. Each time a worker is
-        given more steps to take, ``epsilon_of(i)`` is worker ``i``'s exploration ε; while
-        ``may_sample()`` is False, finished workers wait instead."""
+        given more steps to take, ``exploration_of(i)`` is worker ``i``'s exploration (handed
+        to :attr:`AsyncSpec.explore`); while ``may_sample()`` is False, finished workers wait."""
 
     @abstractmethod
     def publish(self, weights: np.ndarray) -> None:

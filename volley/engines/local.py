@@ -7,21 +7,18 @@ from __future__ import annotations
 
 from typing import Any
 
+import gymnasium as gym
 import torch
 
-from volley.config import AlgorithmConfig
-from volley.engines.base import WorkerGroup
-from volley.envs import EnvCreator
-from volley.rollout.worker import Postprocess, RolloutWorker
+from volley.engines.base import WorkerGroup, WorkerRecipe
 
 
 class LocalWorkerGroup(WorkerGroup):
-    """``num_sampling_workers`` in-process workers (one when ``num_workers=0``)."""
+    """``plan.num_sampling_workers`` in-process workers (one when ``num_workers=0``)."""
 
-    def __init__(self, config: AlgorithmConfig, postprocess: Postprocess,
-                 env_creator: EnvCreator | None, seed_offset: int = 0) -> None:
-        self.workers = [RolloutWorker(config, i, postprocess, env_creator, seed_offset=seed_offset)
-                        for i in range(config.num_sampling_workers)]
+    def __init__(self, recipe: WorkerRecipe) -> None:
+        self.plan = recipe.plan
+        self.workers = [recipe.build(i) for i in range(recipe.plan.num_sampling_workers)]
         self.num_workers = len(self.workers)
 
     def call(self, method: str, *args: Any) -> list[Any]:
@@ -33,6 +30,9 @@ class LocalWorkerGroup(WorkerGroup):
             return [getattr(worker, method)(*args) for worker in self.workers]
         finally:
             torch.set_num_threads(threads)
+
+    def spaces(self) -> tuple[gym.Space, gym.Space]:
+        return self.workers[0].spaces()
 
     def stop(self) -> None:
         for worker in self.workers:

@@ -4,19 +4,24 @@ Every rank runs the same program and builds its own worker, whose environments a
 seeded ``seed + global env index`` (rank ``r`` holds envs ``r·N … r·N + N − 1``), so
 ranks never replay each other's episodes. Two ways of sharing work:
 
-- **gather** (default, every batch algorithm): ranks other than 0 never return from
-  ``build()``; they serve rank 0's calls until it stops, then exit. Rank 0 broadcasts
+- **gather** (default, every batch algorithm, :class:`GatherGroup`): rank 0 broadcasts
   each call (the weight vector with ``Bcast``, the few small arguments pickled), runs
   it on its own worker too, and gathers the results: batches column by column with
   ``Gatherv`` on numpy buffers, episode statistics and filter deltas as small objects.
-- **allreduce** (PPO and PG): every rank builds the whole algorithm and trains a
-  replica on its own data; gradients are averaged with ``Allreduce`` before every
-  optimizer step, episode statistics and filter deltas are exchanged every iteration,
-  so the replicas stay identical. Rank 0 tells the others when to run an iteration.
+- **allreduce** (PPO and PG, :class:`AllreduceGroup`): every rank trains a replica of
+  the whole algorithm on its own data; gradients are averaged with ``Allreduce`` before
+  every optimizer step, episode statistics and filter deltas are exchanged every
+  iteration, so the replicas stay identical. Rank 0 tells the others when to run one.
 
-Only rank 0 prints, logs and writes checkpoints. An exception on any rank prints one
-line naming the rank and aborts the whole job (``MPI.COMM_WORLD.Abort``) rather than
-leaving the other ranks waiting in a collective forever.
+Every rank builds the algorithm, and ``build()`` returns on every rank. Rank 0 (the
+driver) trains; the other ranks call ``serve_forever()``, which serves rank 0 (or trains
+in step with it) until rank 0 calls ``stop()``, then returns. ``volley.run.train_until``
+and ``volley train`` do this themselves.
+
+Only rank 0 prints, logs and writes checkpoints. :func:`install_rank_hooks`, called by
+the entry point, makes an exception on any rank print one line naming the rank and
+abort the whole job (``MPI.COMM_WORLD.Abort``) rather than leave the other ranks
+waiting in a collective forever.
 """
 
 from __future__ import annotations
@@ -28,22 +33,21 @@ import subprocess
 import sys
 import traceback
 import warnings
+from abc import abstractmethod
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import torch
 
 from volley.config import AlgorithmConfig
-from volley.engines.base import WorkerGroup
+from volley.engines.base import Replica, WorkerGroup, WorkerRecipe
 from volley.envs import EnvCreator
-from volley.errors import ConfigError
+from volley.errors import ConfigError, VolleyError
 from volley.rollout.batch import Batch
 from volley.rollout.filters import FilterStats, RunningStats
-from volley.rollout.worker import Postprocess, RolloutWorker, SampleResult
-
-if TYPE_CHECKING:
-    from volley.algorithm import Algorithm
+from volley.rollout.worker import Postprocess, SampleResult
 
 STOP, CALL, TRAIN, WEIGHTS = "stop", "call", "train", "weights"
 
@@ -82,6 +86,28 @@ class _ArrayArg:
         self.shape, self.dtype = shape, dtype
 
 
+_RUNNING: set[MPIWorkerGroup] = set()  # rank 0's groups whose other ranks still wait for it
+_hooks_installed = False
+
+
+def install_rank_hooks() -> None:
+    """For the entry point of a program run under ``mpiexec`` (``volley train``, a script):
+    an unhandled exception on any rank prints ``volley: rank N failed: ...`` and aborts the
+    whole job; rank 0 exiting before its group's ``stop()`` aborts it too; warnings of
+    other ranks are prefixed ``[rank N]``. Nothing to do with one rank; installed once."""
+    global _hooks_installed
+    comm = _comm()
+    rank = int(comm.Get_rank())
+    if _hooks_installed or comm.Get_size() == 1:
+        return
+    _hooks_installed = True
+    _abort_on_error(comm, rank)
+    if rank == 0:
+        atexit.register(_abort_if_running, comm)
+    else:
+        _prefix_warnings(rank)
+
+
 def _abort_on_error(comm: Any, rank: int) -> None:
     """Make an unhandled exception on this rank end the whole job, naming the rank."""
     def hook(kind: type[BaseException], error: BaseException, tb: Any) -> None:
@@ -94,6 +120,13 @@ def _abort_on_error(comm: Any, rank: int) -> None:
     sys.excepthook = hook
 
 
+def _abort_if_running(comm: Any) -> None:
+    if _RUNNING:  # rank 0 is exiting without stop(): do not leave the others waiting
+        print("volley: rank 0 exited without stopping its workers; aborting the job",
+              file=sys.stderr, flush=True)
+        comm.Abort(1)
+
+
 def _prefix_warnings(rank: int) -> None:
     show = warnings.showwarning
 
@@ -102,118 +135,85 @@ def _prefix_warnings(rank: int) -> None:
     warnings.showwarning = shown
 
 
-class MPIWorkerGroup(WorkerGroup):
-    """This rank's worker, and (on rank 0) the collectives that reach all the others."""
+def make_mpi_group(config: AlgorithmConfig, postprocess: Postprocess,
+                   env_creator: EnvCreator | None) -> MPIWorkerGroup:
+    """This rank's group for ``config.mpi_mode``: one worker per rank, the plan resolved for
+    the ranks mpiexec started."""
+    comm = _comm()
+    size = int(comm.Get_size())
+    if config.num_workers not in ("auto", size):
+        raise ConfigError(f"num_workers={config.num_workers} but mpiexec started "
+                          f"{size} rank(s): under the MPI engine each rank is one "
+                          "worker; leave num_workers unset or change mpiexec -n")
+    recipe = WorkerRecipe(config, config.plan(num_workers=size), postprocess, env_creator)
+    group = AllreduceGroup if config.mpi_mode == "allreduce" else GatherGroup
+    return group(comm, recipe)
 
-    def __init__(self, config: AlgorithmConfig, postprocess: Postprocess,
-                 env_creator: EnvCreator | None) -> None:
-        self.comm = _comm()
-        self.rank, self.num_workers = int(self.comm.Get_rank()), int(self.comm.Get_size())
-        if config.num_workers not in ("auto", self.num_workers):
-            raise ConfigError(f"num_workers={config.num_workers} but mpiexec started "
-                              f"{self.num_workers} rank(s): under the MPI engine each rank is one "
-                              "worker; leave num_workers unset or change mpiexec -n")
-        self.mode = config.mpi_mode
+
+class MPIWorkerGroup(WorkerGroup):
+    """This rank's worker, and the messages that connect rank 0 with the others."""
+
+    def __init__(self, comm: Any, recipe: WorkerRecipe) -> None:
+        self.comm, self.plan = comm, recipe.plan
+        self.rank, self.num_workers = int(comm.Get_rank()), int(comm.Get_size())
+        self.is_driver = self.rank == 0
         self.running = True
         # one torch thread per rank: the ranks already fill the cores (and waiting MPICH ranks
         # spin), so more threads only fight over them; it also makes sampling match the local engine
         torch.set_num_threads(1)
-        if self.num_workers > 1:
-            _abort_on_error(self.comm, self.rank)
-            if self.rank == 0:
-                atexit.register(self._abort_if_running)
-            else:
-                _prefix_warnings(self.rank)
-        self.worker = RolloutWorker(config, self.rank, postprocess, env_creator)
-        if self.mode == "gather" and self.rank != 0:
-            self._serve_calls()
+        self.worker = recipe.build(self.rank)
+        if self.is_driver and self.num_workers > 1:
+            _RUNNING.add(self)
 
-    # -- rank 0 ------------------------------------------------------------------------------
+    def spaces(self) -> tuple[gym.Space, gym.Space]:
+        return self.worker.spaces()
+
+    def stop(self) -> None:
+        if not self.running:
+            return
+        if self.is_driver and self.num_workers > 1:
+            self._release_others()
+        self.running = False
+        _RUNNING.discard(self)
+        self.worker.env.close()
+
+    @abstractmethod
+    def _release_others(self) -> None:
+        """Rank 0: tell the other ranks' ``serve_forever`` loops to return."""
+
+    def _not_the_driver(self) -> VolleyError:
+        return VolleyError(f"MPI rank {self.rank} serves rank 0 and does not train or sample itself: "
+                           "call algo.serve_forever() on the ranks other than 0 (train_until and "
+                           "`volley train` do; see docs/clusters.md)")
+
+
+class GatherGroup(MPIWorkerGroup):
+    """Gather mode: rank 0 broadcasts each call, every rank runs it, rank 0 gathers the results."""
+
+    def __init__(self, comm: Any, recipe: WorkerRecipe) -> None:
+        super().__init__(comm, recipe)
+        self.learns = self.is_driver
 
     def call(self, method: str, *args: Any) -> list[Any]:
-        if self.mode == "allreduce":  # every rank calls its own worker; statistics are pooled
-            result = getattr(self.worker, method)(*args)
-            if isinstance(result, SampleResult):
-                self._pool(result)
-            elif isinstance(result, tuple) and isinstance(result[-1], SampleResult):
-                self._pool(result[-1])
-            return [result]
+        if not self.is_driver:
+            raise self._not_the_driver()
         self._broadcast(CALL, method, args)
         return self._gather(getattr(self.worker, method)(*args))
 
     def begin_iteration(self) -> None:
-        if self.mode == "allreduce" and self.rank == 0:
-            self.comm.bcast((TRAIN,), root=0)
+        if not self.is_driver:
+            raise self._not_the_driver()
 
-    def average_gradients(self, parameters: list[torch.Tensor]) -> None:
-        """Replace every gradient by its mean over the ranks (allreduce mode), in one Allreduce."""
-        if self.mode != "allreduce" or self.num_workers == 1:
-            return
-        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in parameters]
-        flat = self.average_over_replicas(torch.cat([g.reshape(-1) for g in grads]).numpy())
-        offset = 0
-        for param in parameters:
-            param.grad = torch.as_tensor(flat[offset:offset + param.numel()], dtype=param.dtype
-                                         ).view_as(param).clone()
-            offset += param.numel()
-
-    def average_over_replicas(self, values: np.ndarray) -> np.ndarray:
-        """``values`` averaged over the ranks in float64 (allreduce mode; elsewhere as they are)."""
-        if self.mode != "allreduce" or self.num_workers == 1:
-            return values
-        from mpi4py import MPI
-
-        total = np.array(values, np.float64)  # a copy: the Allreduce works in place
-        self.comm.Allreduce(MPI.IN_PLACE, total, op=MPI.SUM)
-        return total / self.num_workers
-
-    def replica_weights(self, weights: np.ndarray) -> list[np.ndarray]:
-        """Every rank's flat weight vector, rank order (allreduce mode: to check they agree)."""
-        if self.mode == "allreduce" and self.num_workers > 1:
-            self.comm.bcast((WEIGHTS,), root=0)
-            return list(self.comm.gather(weights, root=0))
-        return [weights]
-
-    def stop(self) -> None:
-        if self.running and self.rank == 0 and self.num_workers > 1:
-            if self.mode == "allreduce":
-                self.comm.bcast((STOP,), root=0)
-            else:
-                self._broadcast(STOP, "", ())
-        self.running = False
-        self.worker.env.close()
-
-    def _abort_if_running(self) -> None:
-        if self.running:  # rank 0 is exiting without stop(): do not leave the others waiting
-            print("volley: rank 0 exited without stopping its workers; aborting the job",
-                  file=sys.stderr, flush=True)
-            self.comm.Abort(1)
-
-    # -- the other ranks -------------------------------------------------------------------------
-
-    def serve(self, algo: Algorithm) -> None:
-        """Ranks other than 0 in allreduce mode: run iterations in step with rank 0, then exit."""
-        if self.mode != "allreduce" or self.rank == 0:
-            return
-        while (command := self.comm.bcast(None, root=0)[0]) != STOP:
-            if command == TRAIN:
-                algo.train()
-            else:
-                self.comm.gather(algo.policy.get_flat_weights(), root=0)
-        self.worker.env.close()
-        sys.exit(0)
-
-    def _serve_calls(self) -> None:
-        """Ranks other than 0 in gather mode: run rank 0's calls on this worker, then exit."""
-        while True:
+    def serve_forever(self, replica: Replica) -> None:
+        """Ranks other than 0: run rank 0's calls on this rank's worker until it stops."""
+        while not self.is_driver:
             command, method, args = self._receive()
             if command == STOP:
-                break
+                return
             self._gather(getattr(self.worker, method)(*args))
-        self.worker.env.close()
-        sys.exit(0)
 
-    # -- messages ------------------------------------------------------------------------------
+    def _release_others(self) -> None:
+        self._broadcast(STOP, "", ())
 
     def _broadcast(self, command: str, method: str, args: tuple) -> None:
         arrays = [np.ascontiguousarray(a) for a in args if isinstance(a, np.ndarray)]
@@ -245,8 +245,74 @@ class MPIWorkerGroup(WorkerGroup):
             each.batch = each_batch
         return list(results or [])
 
+
+class AllreduceGroup(MPIWorkerGroup):
+    """Allreduce mode: every rank trains a replica; rank 0 says when, gradients are averaged."""
+
+    serving = False  # True while a rank other than 0 trains in step with rank 0
+
+    def call(self, method: str, *args: Any) -> list[Any]:
+        """Every rank calls its own worker; episode statistics and filter deltas are pooled."""
+        result = getattr(self.worker, method)(*args)
+        pooled = result[-1] if isinstance(result, tuple) else result
+        if isinstance(pooled, SampleResult):
+            self._pool(pooled)
+        return [result]
+
+    def begin_iteration(self) -> None:
+        if self.is_driver:
+            self.comm.bcast((TRAIN,), root=0)
+        elif not self.serving:
+            raise self._not_the_driver()
+
+    def serve_forever(self, replica: Replica) -> None:
+        """Ranks other than 0: train ``replica`` whenever rank 0 does, until it stops."""
+        if self.is_driver:
+            return
+        self.serving = True
+        try:
+            while (command := self.comm.bcast(None, root=0)[0]) != STOP:
+                if command == TRAIN:
+                    replica.train()
+                else:
+                    self.comm.gather(replica.policy.get_flat_weights(), root=0)
+        finally:
+            self.serving = False
+
+    def _release_others(self) -> None:
+        self.comm.bcast((STOP,), root=0)
+
+    def average_gradients(self, parameters: list[torch.Tensor]) -> None:
+        """Replace every gradient by its mean over the ranks, in one Allreduce."""
+        if self.num_workers == 1:
+            return
+        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in parameters]
+        flat = self.average_over_replicas(torch.cat([g.reshape(-1) for g in grads]).cpu().numpy())  # MPI reads host memory
+        offset = 0
+        for param in parameters:
+            param.grad = torch.as_tensor(flat[offset:offset + param.numel()], dtype=param.dtype,
+                                         device=param.device).view_as(param).clone()
+            offset += param.numel()
+
+    def average_over_replicas(self, values: np.ndarray) -> np.ndarray:
+        """``values`` averaged element-wise over the ranks, in float64."""
+        if self.num_workers == 1:
+            return values
+        from mpi4py import MPI
+
+        total = np.array(values, np.float64)  # a copy: the Allreduce works in place
+        self.comm.Allreduce(MPI.IN_PLACE, total, op=MPI.SUM)
+        return total / self.num_workers
+
+    def replica_weights(self, weights: np.ndarray) -> list[np.ndarray]:
+        """Every rank's flat weight vector, rank order (to check they agree)."""
+        if self.num_workers == 1:
+            return [weights]
+        self.comm.bcast((WEIGHTS,), root=0)
+        return list(self.comm.gather(weights, root=0))
+
     def _pool(self, result: SampleResult) -> None:
-        """Allreduce mode: every rank gets all ranks' episodes, steps and filter statistics
+        """Every rank gets all ranks' episodes, steps and filter statistics
         (so replicas normalise alike and rank 0 reports the whole job), and batches are cut
         to the shortest rank's length so every rank takes the same number of SGD steps."""
         from mpi4py import MPI

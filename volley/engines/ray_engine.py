@@ -7,10 +7,15 @@ weights) are put into the object store once per call. Inside a placement group (
 Ray Tune trial's) Ray is already up and the actors go into that group instead.
 
 A worker whose actor dies (killed, its process gone, its node removed) is replaced
-by a new actor (``restart_failed_workers``, at most ``max_worker_restarts`` times a
-run). The replacement needs no state of its own: the weights and the filter
-statistics travel with every sample call. Its share of the iteration is sampled
-again (``on_worker_failure="resample"``) or left out (``"use_others"``).
+by a new actor (:mod:`volley.engines.actor_manager`: ``restart_failed_workers``, at
+most ``max_worker_restarts`` times a run, environments seeded afresh). The replacement
+needs no state of its own: the weights and the filter statistics travel with every
+sample call. Its share of the iteration is sampled again
+(``on_worker_failure="resample"``) or left out (``"use_others"``).
+
+A cluster this process starts is watched by :mod:`volley.engines.ray_reaper`: Ray's
+node processes die with the driver by themselves, its agents would not (for a minute or
+more after a ``kill -9``).
 """
 
 from __future__ import annotations
@@ -19,33 +24,18 @@ import logging
 import os
 import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import ray
 
 from volley.config import AlgorithmConfig
-from volley.engines.base import WorkerGroup
+from volley.engines import ray_reaper
+from volley.engines.actor_manager import ActorManager, ManagedWorkers, RestartPolicy
+from volley.engines.base import WorkerGroup, WorkerRecipe
 from volley.envs import EnvCreator
-from volley.errors import ConfigError, VolleyError, WorkerError
-from volley.rollout.worker import Postprocess, RolloutWorker
-
-
-class _WorkerHost:
-    """Builds the worker inside the actor, so a failing constructor returns its exception.
-
-    (An exception in an actor's own ``__init__`` reaches the driver only as text.)
-    """
-
-    def build(self, cls: type, *args: Any) -> None:
-        self.worker = cls(*args)
-
-    def call(self, method: str, *args: Any) -> Any:
-        return getattr(self.worker, method)(*args)
-
-    def node_id(self) -> str:
-        return ray.get_runtime_context().get_node_id()
+from volley.errors import ConfigError
 
 
 def ship_by_value(env_creator: EnvCreator | None) -> None:
@@ -99,6 +89,7 @@ def init_ray(config: AlgorithmConfig) -> bool:
                               "configure_logging": True}
     if config.ray_address is None:
         kwargs["num_cpus"] = config.num_cpus
+    before = ray_reaper.children(os.getpid()) if config.ray_address is None else set()
     try:  # "local" starts a new cluster even when another one on this machine is recorded
         ray.init(address=config.ray_address or "local", **kwargs)
     except (ConnectionError, RuntimeError, ValueError) as exc:
@@ -107,11 +98,15 @@ def init_ray(config: AlgorithmConfig) -> bool:
                 if config.ray_address and "RAY_AUTH_MODE" not in os.environ else "")
         raise ConfigError(f"could not reach the Ray cluster at ray_address="
                           f"{config.ray_address!r}: {exc}{hint}") from None
+    if config.ray_address is None:  # the processes of the cluster this call started
+        ray_reaper.watch(ray_reaper.children(os.getpid()) - before)
     return True
 
 
-# A replacement worker not running after this long cannot be placed: the cluster lacks its CPUs.
-RESTART_TIMEOUT_S = 120.0
+def shutdown_ray() -> None:
+    """Shut down the cluster :func:`init_ray` started, and its reaper."""
+    ray.shutdown()
+    ray_reaper.release()
 
 
 def placement(config: AlgorithmConfig, num_workers: int, reserved_cpus: float = 0.0) -> Any:
@@ -134,103 +129,40 @@ def placement(config: AlgorithmConfig, num_workers: int, reserved_cpus: float = 
         strategy, where = PlacementGroupSchedulingStrategy(group), "this placement group (Tune trial)"
     needed = num_workers * config.num_cpus_per_worker
     if needed > available - reserved_cpus:
-        also = f" beside the {reserved_cpus:g} its training workers hold" if reserved_cpus else ""
+        also = f", {reserved_cpus:g} of them held by the training workers" if reserved_cpus else ""
         raise ConfigError(f"num_workers={num_workers} needs {needed:g} CPUs but {where} has "
                           f"{available:g}{also}; lower num_workers or num_cpus_per_worker")
     return strategy
 
 
-class RayWorkerGroup(WorkerGroup):
+class RayWorkerGroup(ManagedWorkers, WorkerGroup):
     """``num_workers`` Ray actors, each hosting one :class:`RolloutWorker`."""
 
-    def __init__(self, config: AlgorithmConfig, postprocess: Postprocess,
-                 env_creator: EnvCreator | None, seed_offset: int = 0, reserved_cpus: float = 0.0) -> None:
+    def __init__(self, recipe: WorkerRecipe, reserved_cpus: float = 0.0) -> None:
+        """``reserved_cpus``: Ray CPUs this run's other workers hold already (see :func:`placement`)."""
+        config = recipe.config
         self.started_ray = init_ray(config)
-        self.config = config
-        self.num_workers = config.resolved_num_workers
+        self.config, self.plan = config, recipe.plan
+        self.num_workers = recipe.plan.num_workers
         try:
             strategy = placement(config, self.num_workers, reserved_cpus)
-        except ConfigError:
+            ship_by_value(recipe.env_creator)
+            self.manager = ActorManager("rollout worker", lambda index, slot: (recipe.build, (index, slot)),
+                                        self.num_workers, RestartPolicy.of(config),
+                                        config.num_cpus_per_worker, strategy)
+        except BaseException:
             self.stop()
             raise
-        ship_by_value(env_creator)
-        self._host: Any = ray.remote(num_cpus=config.num_cpus_per_worker)(_WorkerHost)
-        self._strategy = strategy
-        self._worker_args = (postprocess, env_creator, None, seed_offset)
-        self.actors: list[Any] = [self._host.options(scheduling_strategy=strategy).remote()
-                                  for _ in range(self.num_workers)]
-        for index, ref in enumerate([self._build(i, actor) for i, actor in enumerate(self.actors)]):
-            try:
-                self._get(index, ref)
-            except ray.exceptions.RayActorError as exc:
-                raise WorkerError(f"rollout worker {index} died while starting: {_first_line(exc)}") from exc
-
-    def _build(self, index: int, actor: Any) -> ray.ObjectRef:
-        return actor.build.remote(RolloutWorker, self.config, index, *self._worker_args)
 
     def call(self, method: str, *args: Any) -> list[Any]:
-        shipped = [ray.put(a) if isinstance(a, np.ndarray) else a for a in args]
-        results: dict[int, Any] = {}
-        pending = list(range(self.num_workers))
-        while pending:
-            refs = {index: self.actors[index].call.remote(method, *shipped) for index in pending}
-            died: list[tuple[int, Exception]] = []
-            for index, ref in refs.items():
-                try:
-                    results[index] = self._get(index, ref)
-                except ray.exceptions.RayActorError as exc:
-                    died.append((index, exc))
-            for index, cause in died:
-                self._replace(index, cause)
-            resample = self.config.on_worker_failure == "resample" or not results
-            pending = [index for index, _ in died] if resample else []
-        return [results[index] for index in sorted(results)]
+        return self.manager.foreach(method, *args, again=self.config.on_worker_failure == "resample")
 
-    def _get(self, index: int, ref: ray.ObjectRef, timeout: float | None = None) -> Any:
-        """The result of worker ``index``'s call; its exception as a WorkerError naming it (a
-        VolleyError as itself). A dead actor raises ``RayActorError``."""
-        try:
-            return ray.get(ref, timeout=timeout)
-        except ray.exceptions.RayTaskError as exc:
-            if isinstance(exc.cause, VolleyError):
-                raise exc.cause from None
-            raise WorkerError(f"rollout worker {index} failed: "
-                              f"{type(exc.cause).__name__}: {exc.cause}") from exc
-
-    def _replace(self, index: int, death: Exception) -> None:
-        """Start a new actor for worker ``index``, or raise a WorkerError saying why not."""
-        died = f"rollout worker {index} died ({_first_line(death)})"
-        if not self.config.restart_failed_workers:
-            raise WorkerError(f"{died}; restart_failed_workers=False")
-        if self.num_restarts >= self.config.max_worker_restarts:
-            raise WorkerError(f"{died}; not replaced: max_worker_restarts={self.config.max_worker_restarts} "
-                              f"replacements were made already")
-        ray.kill(self.actors[index])
-        actor = self._host.options(scheduling_strategy=self._strategy).remote()
-        try:
-            self._get(index, self._build(index, actor), timeout=RESTART_TIMEOUT_S)
-        except (ray.exceptions.GetTimeoutError, ray.exceptions.RayActorError) as exc:
-            ray.kill(actor)
-            cpus = ray.cluster_resources().get("CPU", 0.0)
-            raise WorkerError(f"{died}; its replacement did not start within {RESTART_TIMEOUT_S:g} s "
-                              f"({_first_line(exc)}); the cluster has {cpus:g} CPUs for "
-                              f"{self.num_workers} workers") from exc
-        self.actors[index] = actor
-        self.num_restarts += 1
-
-    def node_ids(self) -> list[str]:
-        """The Ray node each worker runs on (to check placement)."""
-        return ray.get([actor.node_id.remote() for actor in self.actors])
+    def call_async(self, method: str, *args: Any) -> Callable[[], list[Any]]:
+        return self.manager.foreach_async(method, *args, again=self.config.on_worker_failure == "resample")
 
     def stop(self) -> None:
-        for actor in getattr(self, "actors", []):
-            ray.kill(actor)
-        self.actors = []
+        if hasattr(self, "manager"):
+            self.manager.stop()
         if self.started_ray:
-            ray.shutdown()
+            shutdown_ray()
             self.started_ray = False
-
-
-def _first_line(exc: Exception) -> str:
-    """Ray's actor errors run over many lines; the first says what happened."""
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]

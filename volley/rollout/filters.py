@@ -27,8 +27,33 @@ class RunningStats:
         self.m2 = np.zeros(self.shape) if m2 is None else m2
 
     def push(self, batch: np.ndarray) -> None:
-        """Add a batch of observations ``[B, *shape]``."""
-        self.merge(RunningStats.of(batch))
+        """Add a batch of observations ``[B, *shape]`` (as :meth:`merge` of its statistics; the
+        hot path of every filter, so a one-row batch skips the batch's own spread)."""
+        count = len(batch)
+        total = self.count + count
+        if count == 1:
+            delta = batch[0] - self.mean
+            self.mean = self.mean + delta / total
+            self.m2 = self.m2 + delta**2 * (self.count / total)
+        else:
+            batch_mean = batch.mean(axis=0, dtype=np.float64)
+            delta = batch_mean - self.mean
+            self.mean = self.mean + delta * (count / total)
+            self.m2 = self.m2 + ((batch - batch_mean) ** 2).sum(axis=0) + delta**2 * (self.count * count / total)
+        self.count = total
+
+    def since(self, earlier: RunningStats) -> RunningStats:
+        """The statistics of what was added after ``earlier`` (a copy of these, taken before):
+        Chan's merge solved for the part that was merged in."""
+        count = self.count - earlier.count
+        if count <= 0:
+            return RunningStats(self.shape)
+        mean = (self.mean * self.count - earlier.mean * earlier.count) / count
+        m2 = self.m2 - earlier.m2 - (mean - earlier.mean) ** 2 * (earlier.count * count / self.count)
+        return RunningStats(self.shape, count, mean, np.maximum(m2, 0.0))
+
+    def copy(self) -> RunningStats:
+        return RunningStats(self.shape, self.count, np.copy(self.mean), np.copy(self.m2))
 
     @classmethod
     def of(cls, batch: np.ndarray) -> RunningStats:
@@ -65,29 +90,31 @@ class RunningStats:
 
 
 class MeanStdFilter:
-    """``(x - mean) / (std + 1e-8)``, clipped to ``[-clip, clip]``; updates while sampling."""
+    """``(x - mean) / (std + 1e-8)``, clipped to ``[-clip, clip]``; updates while sampling.
+
+    What it has seen since it was last synced (``pop_delta``) is the difference between its
+    statistics and a copy taken at the sync, so each step updates one set of statistics.
+    """
 
     def __init__(self, shape: tuple[int, ...], clip: float = 10.0) -> None:
         self.clip = clip
         self.stats = RunningStats(shape)
-        self.delta = RunningStats(shape)
+        self.synced = RunningStats(shape)  # the statistics at the last set_stats or pop_delta
 
     def __call__(self, obs: np.ndarray, update: bool = True) -> np.ndarray:
         if update:
-            batch_stats = RunningStats.of(obs)
-            self.stats.merge(batch_stats)
-            self.delta.merge(batch_stats)
+            self.stats.push(obs)
         normed = (obs - self.stats.mean) / (self.stats.std + 1e-8)
-        return np.clip(normed, -self.clip, self.clip).astype(np.float32)
+        return np.clip(normed, -self.clip, self.clip, out=normed).astype(np.float32)
 
     def pop_delta(self) -> RunningStats:
         """The statistics gathered since the last call, handed to the driver to merge."""
-        delta, self.delta = self.delta, RunningStats(self.delta.shape)
+        delta, self.synced = self.stats.since(self.synced), self.stats.copy()
         return delta
 
     def set_stats(self, stats: RunningStats) -> None:
         """Replace the statistics with the merged global ones."""
-        self.stats = RunningStats.from_state(stats.to_state())
+        self.stats, self.synced = stats.copy(), stats.copy()
 
 
 class NoFilter:
@@ -123,7 +150,7 @@ class RewardNormalizer:
         self.gamma, self.clip = gamma, clip
         self.returns = np.zeros(num_envs)
         self.stats = RunningStats(())
-        self.delta = RunningStats(())
+        self.synced = RunningStats(())
 
     def __call__(self, rewards: np.ndarray, valid: np.ndarray, ended: np.ndarray,
                  update: bool = True) -> np.ndarray:
@@ -132,19 +159,17 @@ class RewardNormalizer:
         if update:
             self.returns = self.returns * self.gamma + rewards
             if valid.any():
-                batch_stats = RunningStats.of(self.returns[valid])
-                self.stats.merge(batch_stats)
-                self.delta.merge(batch_stats)
+                self.stats.push(self.returns[valid])
             self.returns[ended] = 0.0
         scaled = rewards / np.sqrt(self.stats.std**2 + 1e-8)
         return np.clip(scaled, -self.clip, self.clip).astype(np.float32)
 
     def pop_delta(self) -> RunningStats:
-        delta, self.delta = self.delta, RunningStats(())
+        delta, self.synced = self.stats.since(self.synced), self.stats.copy()
         return delta
 
     def set_stats(self, stats: RunningStats) -> None:
-        self.stats = RunningStats.from_state(stats.to_state())
+        self.stats, self.synced = stats.copy(), stats.copy()
 
 
 @dataclass

@@ -30,9 +30,8 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-import torch
 
-from volley.config import AlgorithmConfig
+from volley.config import AlgorithmConfig, RolloutPlan
 from volley.envs import (
     ERROR_INFO,
     EnvCreator,
@@ -77,7 +76,10 @@ class EnvStreams:
         return np.array([g.random() for g in self.generators])
 
     def normal(self, dim: int) -> np.ndarray:
-        return np.stack([g.standard_normal(dim) for g in self.generators])
+        out = np.empty((len(self.generators), dim))
+        for generator, row in zip(self.generators, out, strict=True):
+            generator.standard_normal(out=row)
+        return out
 
 
 class RolloutWorker:
@@ -85,15 +87,21 @@ class RolloutWorker:
 
     def __init__(self, config: AlgorithmConfig, worker_index: int, postprocess: Postprocess,
                  env_creator: EnvCreator | None = None, num_envs: int | None = None,
-                 seed_offset: int = 0, render_mode: str | None = None) -> None:
+                 seed_offset: int = 0, render_mode: str | None = None, *, plan: RolloutPlan,
+                 slot: int | None = None) -> None:
+        """``plan`` holds the sizes the driver resolved (never resolved again here). ``slot`` is
+        this worker's place among all workers ever created (default ``worker_index``): a
+        replacement gets a new one, so its environments ``slot·N … slot·N + N − 1`` take seeds
+        no other environment had."""
         self.config = config
         self.worker_index = worker_index
         self.postprocess = postprocess
-        self.num_envs = num_envs or config.num_envs_per_worker
+        self.num_envs = num_envs or plan.num_envs_per_worker
+        self.fragment_length = plan.fragment_length
         self.env_creator = env_creator
         self.render_mode = render_mode
         self.env = self._make_env()
-        first = seed_offset + worker_index * self.num_envs
+        first = seed_offset + (worker_index if slot is None else slot) * self.num_envs
         self.env_indices = list(range(first, first + self.num_envs))
         self.streams = EnvStreams(config.seed, self.env_indices)
         self.observation_space = self.env.single_observation_space
@@ -159,17 +167,13 @@ class RolloutWorker:
             rewards = self.reward_filter(rewards, valid, ended, update=training)
         return rewards
 
-    @torch.inference_mode()
     def _step_all(self, training: bool, explore: bool) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
         """One forward pass for all environments, one vector step; returns the step's columns and
         the envs that failed and restarted (None when none did). ``training`` updates the
         filters' statistics; ``explore`` samples actions instead of taking the most likely."""
         assert self._obs is not None
         obs = self.obs_filter(self._obs, update=training)
-        dist, values = self.policy(torch.as_tensor(obs))
-        actions = dist.sample(self.streams) if explore else dist.mode()
-        logp = dist.log_prob(actions)
-        actions_np = actions.numpy()
+        actions_np, logp, values = self.policy.act(obs, self.streams, explore)
         self._step_count += 1
         vector_error: Exception | None = None
         try:
@@ -196,7 +200,7 @@ class RolloutWorker:
         ended = np.logical_or(terminated, truncated)
         self._autoreset = ended if failed is None else ended & ~failed  # failed envs were reset already
         self._obs = next_obs
-        return {"obs": obs, "actions": actions_np, "logp": logp.numpy(), "values": values.numpy(),
+        return {"obs": obs, "actions": actions_np, "logp": logp, "values": values,
                 "rewards": self._training_rewards(rewards, valid, ended, training),
                 "terminated": terminated, "truncated": truncated, "valid": valid}, failed
 
@@ -283,7 +287,7 @@ class RolloutWorker:
         complete_episodes = complete_episodes or min_episodes is not None
         if self._obs is None or complete_episodes:
             self._reset()
-        target = self.config.fragment_length * self.num_envs
+        target = self.fragment_length * self.num_envs
         steps: list[dict[str, np.ndarray]] = []
         returns: list[float] = []
         lengths: list[int] = []
@@ -308,13 +312,12 @@ class RolloutWorker:
                 pending[done] = 0
                 if (collected >= target if min_episodes is None else len(returns) >= min_episodes):
                     break
-            elif len(steps) == self.config.fragment_length:
+            elif len(steps) == self.fragment_length:
                 break
         columns = {key: np.stack([s[key] for s in steps]) for key in steps[0] if key != "obs"}
         assert self._obs is not None
-        with torch.inference_mode():
-            last_obs = self.obs_filter(self._obs, update=False)
-            last_values = self.policy(torch.as_tensor(last_obs))[1].numpy()
+        last_obs = self.obs_filter(self._obs, update=False)
+        last_values = self.policy.act(last_obs, self.streams, False)[2]  # the mode: no random draw
         # next_obs[t] = obs[t + 1]: the observation step t led to (the final one after an episode
         # end, as NEXT_STEP autoreset shows it on the reset step). Both are views of one array.
         all_obs = np.stack([s["obs"] for s in steps] + [last_obs])  # [T + 1, N, *obs_shape]

@@ -1,0 +1,100 @@
+"""Tuned presets: every shipped one loads, validates and trains an iteration; mistakes are one line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from volley.cli import main
+from volley.presets import load_preset, preset_names
+
+ROOT = Path(__file__).resolve().parents[2]
+MPI = [name for name in preset_names() if load_preset(name).config.get("engine") == "mpi"]
+IN_PROCESS = [name for name in preset_names() if name not in MPI]
+EXPECTED = {"ppo-cartpole", "ppo-pendulum", "ppo-halfcheetah", "ppo-hopper", "ppo-walker2d", "ppo-humanoid",
+            "ppo-pong", "trpo-hopper", "trpo-pong-ram", "pg-pong", "dqn-cartpole", "apex-dqn-cartpole",
+            "dqn-pong"}
+
+
+def test_the_issue_s_presets_are_shipped_and_listed(capsys):
+    assert set(preset_names()) >= EXPECTED
+    assert main(["presets"]) == 0
+    listed = capsys.readouterr().out
+    for name in preset_names():
+        assert f"| {name} |" in listed
+
+
+@pytest.mark.parametrize("name", IN_PROCESS)
+def test_preset_trains_one_iteration(name, ray_session):
+    preset = load_preset(name)
+    algo = preset.make_config().build()
+    try:
+        result = algo.train()
+    finally:
+        algo.stop()
+    assert result["training_iteration"] == 1
+    assert result["timesteps_this_iter"] > 0
+    assert algo.config.env == preset.env
+
+
+@pytest.mark.parametrize("name", MPI)
+def test_mpi_preset_starts_its_own_ranks_and_trains_one_iteration(name, tmp_path):
+    run = subprocess.run([sys.executable, "-m", "volley", "train", "--preset", name, "--max-iters", "1",
+                          "--logdir", str(tmp_path), "--name", "run", "--no-tensorboard"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    preset = load_preset(name)
+    assert f"engine mpi, {preset.nprocs} worker(s)" in run.stdout
+    assert "stopped (reached 1 iterations)" in run.stdout
+    assert (tmp_path / "run" / "checkpoint").exists()
+
+
+def test_flags_override_the_preset(tmp_path, capsys):
+    code = main(["train", "--preset", "ppo-cartpole", "--env", "Acrobot-v1", "--max-iters", "1", "--seed", "7",
+                 "--set", "lr=0.01", "--logdir", str(tmp_path), "--name", "r", "--no-tensorboard"])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "PPO on Acrobot-v1, engine local" in out and "seed 7" in out
+    params = (tmp_path / "r" / "params.json").read_text()
+    assert '"lr": 0.01' in params and '"reward": 475' in params  # the preset's stop criterion stays
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--preset", "ppo-halfchetah"], "unknown preset 'ppo-halfchetah'; did you mean 'ppo-halfcheetah'"),
+    (["--config", "{missing}"], "cannot read config file '{missing}'"),
+    (["--config", "{bad_yaml}"], "config file '{bad_yaml}' is not valid YAML at line 3"),
+    (["--config", "{bad_key}"], "config file '{bad_key}': unknown key 'confg'; did you mean 'config'"),
+    (["--config", "{bad_value}"], "config file '{bad_value}': config key 'lr' must be > 0, got -1.0"),
+    (["--preset", "ppo-cartpole", "--algo", "dqn"], "--algo dqn but preset 'ppo-cartpole' trains ppo"),
+])
+def test_a_bad_preset_or_file_is_one_line_naming_it(args, message, tmp_path, capsys):
+    files = {"missing": tmp_path / "missing.yaml", "bad_yaml": tmp_path / "bad.yaml",
+             "bad_key": tmp_path / "key.yaml", "bad_value": tmp_path / "value.yaml"}
+    files["bad_yaml"].write_text("algo: ppo\nenv: [\n")
+    files["bad_key"].write_text("algo: ppo\nenv: CartPole-v1\nconfg: {lr: 1}\n")
+    files["bad_value"].write_text("algo: ppo\nenv: CartPole-v1\nconfig: {lr: -1}\n")
+    args = [a.format(**files) for a in args]
+    assert main(["train", *args, "--logdir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert message.format(**files) in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_a_user_file_runs_like_a_preset(tmp_path, capsys):
+    path = tmp_path / "mine.yaml"
+    path.write_text("algo: dqn\nenv: CartPole-v1\nconfig: {engine: local, lr: 0.0005}\nstop: {iterations: 2}\n")
+    assert main(["train", "--config", str(path), "--logdir", str(tmp_path), "--name", "r", "--no-tensorboard"]) == 0
+    assert "stopped (reached 2 iterations)" in capsys.readouterr().out
+    assert '"lr": 0.0005' in (tmp_path / "r" / "params.json").read_text()
+
+
+def test_the_wheel_ships_the_presets(tmp_path):
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q",
+                    "-w", str(tmp_path), str(ROOT)], check=True, timeout=300)
+    (wheel,) = tmp_path.glob("volley_rl-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {f"volley/tuned/{name}.yaml" for name in preset_names()} <= set(names)

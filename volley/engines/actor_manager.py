@@ -1,0 +1,207 @@
+"""One manager for every kind of Ray actor volley runs: rollout workers, acting workers, replay shards.
+
+Modelled on RLlib's ``FaultTolerantActorManager``, smaller. An :class:`ActorManager`
+starts ``count`` actors, each hosting a plain object built inside it (:class:`ActorHost`);
+calls them and translates their errors (a ``VolleyError`` stays one, anything else
+becomes a ``WorkerError`` naming the actor); and replaces a dead actor under one
+:class:`RestartPolicy` (``restart_failed_workers``, ``max_worker_restarts``). Every actor
+gets a *slot*, the number of actors of its kind created before it: a replacement takes a
+new slot, never its predecessor's, so the environments of a worker (seeded from its
+slot) never share a seed with those of any worker, alive or dead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import ray
+
+from volley.config import AlgorithmConfig
+from volley.errors import VolleyError, WorkerError
+
+# A replacement not running after this long cannot be placed: the cluster lacks its CPUs.
+RESTART_TIMEOUT_S = 120.0
+
+# What actor ``index`` in ``slot`` hosts: a callable that builds it and that callable's arguments
+Recipe = Callable[[int, int], tuple[Callable[..., Any], tuple[Any, ...]]]
+
+
+class ActorHost:
+    """Builds the hosted object inside the actor, so a failing constructor returns its exception.
+
+    (An exception in an actor's own ``__init__`` reaches the driver only as text.)
+    """
+
+    def build(self, make: Callable[..., Any], *args: Any) -> None:
+        self.hosted = make(*args)
+
+    def call(self, method: str, *args: Any) -> Any:
+        return getattr(self.hosted, method)(*args)
+
+    def node_id(self) -> str:
+        return ray.get_runtime_context().get_node_id()
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    """When a dead actor is replaced: ``restart`` on, and fewer than ``max_restarts``
+    replacements of its kind made so far in the run."""
+
+    restart: bool
+    max_restarts: int
+
+    @classmethod
+    def of(cls, config: AlgorithmConfig) -> RestartPolicy:
+        return cls(config.restart_failed_workers, config.max_worker_restarts)
+
+
+class ActorManager:
+    """``count`` Ray actors of one ``kind`` ("rollout worker", "replay shard"), built by ``recipe``."""
+
+    def __init__(self, kind: str, recipe: Recipe, count: int, policy: RestartPolicy,
+                 num_cpus: float, strategy: Any = None) -> None:
+        self.kind, self.recipe, self.policy = kind, recipe, policy
+        self._host: Any = ray.remote(num_cpus=num_cpus)(ActorHost)
+        self._options = {} if strategy is None else {"scheduling_strategy": strategy}
+        self.num_created = 0  # actors of this kind ever started: the next one's slot
+        self.num_restarts = 0
+        self.actors: list[Any] = []
+        builds = []
+        for index in range(count):
+            actor, build = self._spawn(index)
+            self.actors.append(actor)
+            builds.append(build)
+        try:
+            for index, build in enumerate(builds):
+                try:
+                    self.get(index, build)
+                except ray.exceptions.RayActorError as exc:
+                    raise WorkerError(f"{kind} {index} died while starting: {first_line(exc)}") from exc
+        except BaseException:
+            self.stop()  # the others too: nobody else holds their handles yet
+            raise
+
+    def _spawn(self, index: int) -> tuple[Any, ray.ObjectRef]:
+        make, args = self.recipe(index, self.num_created)
+        self.num_created += 1
+        actor = self._host.options(**self._options).remote()
+        return actor, actor.build.remote(make, *args)
+
+    def call(self, index: int, method: str, *args: Any) -> ray.ObjectRef:
+        """Start ``method(*args)`` on actor ``index``; :meth:`get` its result."""
+        return self.actors[index].call.remote(method, *args)
+
+    def get(self, index: int, ref: ray.ObjectRef, timeout: float | None = None) -> Any:
+        """The result of a call to actor ``index``: its exception as a WorkerError naming it (a
+        VolleyError as itself). A dead actor raises ``RayActorError``, for the caller to
+        :meth:`replace` it or not."""
+        try:
+            return ray.get(ref, timeout=timeout)
+        except ray.exceptions.RayTaskError as exc:
+            if isinstance(exc.cause, VolleyError):
+                raise exc.cause from None
+            raise WorkerError(f"{self.kind} {index} failed: {type(exc.cause).__name__}: {exc.cause}") from exc
+
+    def foreach(self, method: str, *args: Any, again: bool = True) -> list[Any]:
+        """``method(*args)`` on every actor, array arguments put into the object store once.
+
+        A dead actor is replaced; with ``again`` (or when no actor answered) the replacement
+        is called too. Returns the results in actor order (of the actors that answered).
+        """
+        return self.foreach_async(method, *args, again=again)()
+
+    def foreach_async(self, method: str, *args: Any, again: bool = True) -> Callable[[], list[Any]]:
+        """:meth:`foreach`, started now: the returned function waits for its results."""
+        shipped = [ray.put(a) if isinstance(a, np.ndarray) else a for a in args]
+        started = {index: self.call(index, method, *shipped) for index in range(len(self.actors))}
+        return lambda: self._collect(started, method, shipped, again)
+
+    def _collect(self, refs: dict[int, ray.ObjectRef], method: str, shipped: list[Any], again: bool) -> list[Any]:
+        results: dict[int, Any] = {}
+        while refs:
+            died: list[tuple[int, Exception]] = []
+            for index, ref in refs.items():
+                try:
+                    results[index] = self.get(index, ref)
+                except ray.exceptions.RayActorError as exc:
+                    died.append((index, exc))
+            for index, cause in died:
+                self.replace(index, cause)
+            pending = [index for index, _ in died] if again or not results else []
+            refs = {index: self.call(index, method, *shipped) for index in pending}
+        return [results[index] for index in sorted(results)]
+
+    def replace(self, index: int, death: Exception) -> None:
+        """Start a new actor (in a new slot) for ``index``, or raise a WorkerError saying why not."""
+        died = f"{self.kind} {index} died ({first_line(death)})"
+        if not self.policy.restart:
+            raise WorkerError(f"{died}; restart_failed_workers=False")
+        if self.num_restarts >= self.policy.max_restarts:
+            raise WorkerError(f"{died}; not replaced: max_worker_restarts={self.policy.max_restarts} "
+                              f"replacements were made already")
+        ray.kill(self.actors[index])
+        actor, build = self._spawn(index)
+        try:
+            self.get(index, build, timeout=RESTART_TIMEOUT_S)
+        except (ray.exceptions.GetTimeoutError, ray.exceptions.RayActorError) as exc:
+            ray.kill(actor)
+            cpus = ray.cluster_resources().get("CPU", 0.0)
+            raise WorkerError(f"{died}; its replacement did not start within {RESTART_TIMEOUT_S:g} s "
+                              f"({first_line(exc)}); the cluster has {cpus:g} CPUs for "
+                              f"{len(self.actors)} actors of this kind") from exc
+        self.actors[index] = actor
+        self.num_restarts += 1
+
+    def node_ids(self) -> list[str]:
+        """The Ray node each actor runs on (to check placement)."""
+        return ray.get([actor.node_id.remote() for actor in self.actors])
+
+    def stop(self) -> None:
+        """Kill every actor (``ray.kill`` takes effect soon, not at once)."""
+        for actor in self.actors:
+            ray.kill(actor)
+        self.actors = []
+
+
+class RestartCount:
+    """A worker group's restart counter that lives in one of its managers (``num_restarts =
+    RestartCount("manager")``): results read it, a restored checkpoint sets it."""
+
+    def __init__(self, manager: str) -> None:
+        self.manager = manager
+
+    def __get__(self, group: object, owner: type | None = None) -> int:
+        return int(getattr(group, self.manager).num_restarts)
+
+    def __set__(self, group: object, value: int) -> None:
+        getattr(group, self.manager).num_restarts = value
+
+
+class ManagedWorkers:
+    """What a worker group whose workers are the actors of one :class:`ActorManager`
+    (``self.manager``) shares with every other such group."""
+
+    manager: ActorManager
+    num_restarts = RestartCount("manager")
+
+    @property
+    def actors(self) -> list[Any]:
+        """The workers' actor handles, in worker order."""
+        return self.manager.actors
+
+    def spaces(self) -> tuple[gym.Space, gym.Space]:
+        """Observation and action space of one environment, asked of worker 0."""
+        return self.manager.get(0, self.manager.call(0, "spaces"))
+
+    def node_ids(self) -> list[str]:
+        """The Ray node each worker runs on (to check placement)."""
+        return self.manager.node_ids()
+
+
+def first_line(exc: Exception) -> str:
+    """Ray's actor errors run over many lines; the first says what happened."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
