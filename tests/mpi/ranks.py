@@ -66,12 +66,12 @@ def kl_penalty() -> None:
         return stats
 
     PPO.training_step = reporting_step  # type: ignore[method-assign]
-    algo = ppo(mpi_mode="allreduce").training(kl_coeff=0.2, kl_target=1e-4).build()
-    try:
+    with ppo(mpi_mode="allreduce").training(kl_coeff=0.2, kl_target=1e-4).build() as algo:
+        if not algo.is_driver:
+            algo.serve_forever()  # trains its replica whenever rank 0 does
+            return
         for _ in range(3):
             algo.train()
-    finally:
-        algo.stop()
 
 
 def fail_on_rank_1() -> None:
