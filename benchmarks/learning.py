@@ -138,14 +138,13 @@ def run_peer(task: Task, seed: int, run_dir: Path) -> dict[str, Any]:
     """The peer in this (fresh) process, saving its model and normalisation statistics every
     ``SB3_SAVE_EVERY`` steps so that a cut-off run continues where it was."""
     import numpy as np
+    import torch
     from sb3_contrib import TRPO
     from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.evaluation import evaluate_policy
     from stable_baselines3.common.vec_env import VecNormalize
-
-    import torch
 
     assert task.peer is not None and task.steps is not None
     # one learner thread, as volley's MLP learner has: torch's default of one per core collapses

@@ -118,6 +118,9 @@ class PPO(Algorithm):
         self.optimizer = Adam(self.policy.parameters(), lr=self.config.lr, eps=1e-5)
         self.kl_coeff = self.config.kl_coeff  # the adaptive KL penalty's current weight
 
+    def concurrent_workers(self) -> int:
+        return self.workers.plan.num_workers if self.config.sample_async else 0  # they sample while it learns
+
     def training_step(self) -> dict[str, float]:
         batch = self.sample_ahead() if self.config.sample_async else self.sample()
         for group in self.optimizer.param_groups:
