@@ -70,8 +70,10 @@ class Algorithm(ABC):
         by_algo_name = {cls.config_class.algo_name: cls for cls in _REGISTRY.values() if "config_class" in vars(cls)}
         found = by_algo_name.get(name.lower()) or _REGISTRY.get(name.lower())
         if found is None:
+            known = ", ".join(sorted(by_algo_name)) or (
+                "(none imported yet: 'from volley import Algorithm' registers the built-in ones)")
             raise ConfigError(f"unknown algorithm '{name}'{did_you_mean(name.lower(), by_algo_name)}; "
-                              f"choose from {', '.join(sorted(by_algo_name)) or '(none imported yet)'}")
+                              f"choose from {known}")
         return found
 
     def __init__(self, config: AlgorithmConfig) -> None:

@@ -201,10 +201,24 @@ def use_cluster_auth_token() -> None:
         os.environ["RAY_AUTH_MODE"] = "token"
 
 
+def _resumed_run(run_dir: Path) -> tuple[str | None, int | None]:
+    """The engine a run to resume was started on, and its MPI ranks (from its params.json)."""
+    from volley.run import PARAMS, run_settings
+
+    try:
+        engine = json.loads((run_dir / PARAMS).read_text())["config"].get("engine")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None, None  # no or a damaged params.json: _resume reports what is wrong
+    return engine, run_settings(run_dir).get("nprocs")
+
 
 def _train(args: argparse.Namespace) -> int:
     preset = _preset(args)
     engine = args.engine or (preset.config.get("engine") if preset else None)
+    if args.resume is not None and args.engine is None and not _under_mpiexec():
+        engine, nprocs = _resumed_run(Path(args.resume))
+        if engine == "mpi" and args.nprocs is None:
+            args.nprocs = nprocs  # an MPI run continues on as many ranks as it started with
     if args.nprocs is None and preset is not None and preset.nprocs and engine == "mpi" and not _under_mpiexec():
         args.nprocs = preset.nprocs  # the preset's ranks: start mpiexec as --nprocs would
     if args.nprocs is not None:
@@ -348,11 +362,6 @@ def _resume(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[Any, P
     if args.env is not None and args.env != manifest["config"]["env"]:
         raise ConfigError(f"--env {args.env} but run '{run_dir}' trains on {manifest['config']['env']}")
     merged = {**manifest["config"], **overrides}
-    if merged.get("engine") == "mpi" and merged.get("mpi_mode") == "allreduce":
-        # every rank restores now that build() returns on all of them, but no test yet shows that
-        # resumed replicas stay identical: refused until one does
-        raise ConfigError("--resume with mpi_mode='allreduce' is not supported yet; resume with "
-                          "--set mpi_mode=gather")
     saved = run_settings(run_dir)
     _install_hooks(merged.get("engine", ""))
     algo = trained.from_checkpoint(checkpoint, **overrides)

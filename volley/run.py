@@ -239,6 +239,8 @@ def train_until(algo: Algorithm, stop: Stop, run_dir: Path | None = None,
     if run_dir is not None:
         settings = {"stop": asdict(stop), "checkpoint_freq": checkpoint_freq,
                     "keep_checkpoints": keep_checkpoints}
+        if algo.config.engine == "mpi":  # `volley train --resume` starts as many ranks again
+            settings["nprocs"] = algo.workers.plan.num_workers
         _write_atomically(run_dir / PARAMS, json.dumps(
             {"algorithm": type(algo).__name__, "config": algo.config.to_dict(), "run": settings}, indent=1))
     result: dict[str, Any] = {}

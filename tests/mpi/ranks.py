@@ -7,6 +7,9 @@
                           rank prints its own KL and the penalty weight after each
     fail_on_rank_1        an environment whose creator raises on rank 1 only
     train_until RUN_DIR   volley.run.train_until on every rank: rank 0 trains, rank 1 serves
+    resume_allreduce DIR  2 iterations in allreduce mode and a checkpoint; then every rank
+                          restores it and trains 2 more; prints where it resumed and the
+                          largest weight difference between the replicas
     train_on_rank_1       rank 1 calls train() instead of serving rank 0
 
 Each is written the way a user's script is: install the rank hooks first, then build on
@@ -55,6 +58,29 @@ def allreduce() -> None:
               f"steps {result['timesteps_total']}", flush=True)
 
 
+def resume_allreduce(directory: str) -> None:
+    from volley.algorithms.ppo import PPO
+
+    checkpoint = Path(directory) / "checkpoint"
+    with ppo(mpi_mode="allreduce").build() as algo:
+        if algo.is_driver:
+            for _ in range(2):
+                algo.train()
+            algo.save(checkpoint)  # before stop() releases the other ranks to restore it
+        else:
+            algo.serve_forever()
+    with PPO.from_checkpoint(checkpoint) as algo:  # every rank restores, as `volley train --resume`
+        if not algo.is_driver:
+            algo.serve_forever()
+            return
+        resumed = algo.iteration
+        for _ in range(2):
+            result = algo.train()
+        replicas = algo.workers.replica_weights(algo.policy.get_flat_weights())
+        print(f"resumed {resumed} iteration {result['training_iteration']} "
+              f"maxdiff {float(max(np.abs(w - replicas[0]).max() for w in replicas))!r}", flush=True)
+
+
 def kl_penalty() -> None:
     from volley.algorithms.ppo import PPO
 
@@ -100,4 +126,5 @@ if __name__ == "__main__":
     install_rank_hooks()
     {"first_batch": first_batch, "allreduce": allreduce, "kl_penalty": kl_penalty,
      "fail_on_rank_1": fail_on_rank_1, "train_until": train_until_on_every_rank,
+     "resume_allreduce": resume_allreduce,
      "train_on_rank_1": train_on_rank_1}[sys.argv[1]](*sys.argv[2:])

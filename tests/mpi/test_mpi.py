@@ -51,6 +51,32 @@ def test_allreduce_mode_keeps_the_replicas_identical():
     assert float(words[5]) == 0.0  # and are bit-for-bit the same on both ranks
 
 
+def test_allreduce_replicas_restored_from_a_checkpoint_stay_identical(tmp_path):
+    out = mpiexec("resume_allreduce", str(tmp_path))
+    assert out.returncode == 0, out.stderr[-3000:]
+    words = next(line for line in out.stdout.splitlines() if line.startswith("resumed")).split()
+    assert (words[1], words[3]) == ("2", "4")
+    assert float(words[5]) == 0.0  # every rank restored the same state and trains in step
+
+
+def test_volley_train_resumes_an_allreduce_run(tmp_path):
+    """Every rank restores the checkpoint (the tuned MuJoCo presets train in this mode)."""
+    common = ["--no-tensorboard", "--envs-per-worker", "2"]
+    first = subprocess.run([str(BIN / "volley"), "train", "--engine", "mpi", "--nprocs", "2", "--set",
+                            "mpi_mode=allreduce", "--max-iters", "2", "--logdir", str(tmp_path), *common],
+                           capture_output=True, text=True, timeout=240)
+    assert first.returncode == 0, first.stderr[-3000:]
+    (run_dir,) = tmp_path.iterdir()
+    # no --engine or --nprocs: the run's params.json says MPI on 2 ranks
+    again = subprocess.run([str(BIN / "volley"), "train", "--resume", str(run_dir), "--max-iters", "4",
+                            *common], capture_output=True, text=True, timeout=240)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert again.stdout.count("volley: resuming from") == 1  # rank 0 alone says it
+    assert "engine mpi, 2 worker(s)" in again.stdout
+    rows = [json.loads(line) for line in (run_dir / "progress.jsonl").read_text().splitlines()]
+    assert [r["training_iteration"] for r in rows] == [1, 2, 3, 4]
+
+
 def test_allreduce_replicas_adapt_the_kl_penalty_alike():
     """Each rank measures KL on its own data, but all adapt kl_coeff from the mean over the ranks."""
     out = mpiexec("kl_penalty")
