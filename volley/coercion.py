@@ -63,12 +63,8 @@ def coerce(key: str, value: Any, hint: Any) -> Any:
                 return value
         hint_text = did_you_mean(str(value), [str(a) for a in args])
         raise ConfigError(f"config key '{key}' must be {type_name(hint)}, got {shown(value)}{hint_text}")
-    if hint is type(None):
-        if value is None:
-            return None
-        raise bad
-    if hint is bool:
-        if isinstance(value, bool):
+    if hint in (type(None), bool, str):  # exactly that type: an int is no bool, a number no str
+        if isinstance(value, hint):
             return value
         raise bad
     if hint is int:
@@ -85,10 +81,6 @@ def coerce(key: str, value: Any, hint: Any) -> Any:
                 raise bad from None
             if math.isfinite(number):
                 return number
-        raise bad
-    if hint is str:
-        if isinstance(value, str):
-            return value
         raise bad
     if origin is list:
         if not isinstance(value, (list, tuple)):
