@@ -323,9 +323,10 @@ def _first(*values: Any) -> Any:
 
 def _start(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[Any, Path, dict[str, Any]]:
     """A new run: build the algorithm; the stop reward defaults to the env's reward_threshold."""
+    from volley.engines import ray_boot
+    from volley.envs import check_env_id
     from volley.run import run_dir_name
 
-    config = _new_config(args, overrides)
     preset = _preset(args)
     logdir = args.logdir or "runs"
     try:  # before the workers start, so a bad path costs nothing
@@ -335,8 +336,20 @@ def _start(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[Any, Pa
     if args.name is not None and (Path(logdir) / args.name).exists():
         raise ConfigError(f"run directory '{Path(logdir) / args.name}' exists already; choose another "
                           f"--name, or continue it with --resume {Path(logdir) / args.name}")
-    _install_hooks(config.engine)
-    algo = config.build()
+    settings = {**(preset.config if preset is not None else {}), **overrides}
+    check_env_id(str(overrides.get("env", args.env or (preset.env if preset is not None else "CartPole-v1"))))
+    if (settings.get("engine", "ray") == "ray" and settings.get("ray_address") is None
+            and not os.environ.get("RAY_ADDRESS") and str(settings.get("num_workers")) != "0"):
+        # Ray's cluster starts while torch and the algorithm load; a mistake found from here on
+        # waits for it to finish starting and shut down (about 3 s), so the usual one, the env
+        # id, is checked first
+        ray_boot.begin(settings)
+    try:
+        config = _new_config(args, overrides)
+        _install_hooks(config.engine)
+        algo = config.build()
+    finally:
+        ray_boot.abandon()  # a cluster begun for a run that took none, or failed before it could
     stop = dict(preset.stop) if preset is not None else {"reward": _reward_threshold(config.env)}
     return algo, Path(logdir) / (args.name or run_dir_name(algo)), {"stop": stop}
 

@@ -2,14 +2,28 @@
 
 The driver resolves the run's sizes here, once (:meth:`~volley.config.AlgorithmConfig.plan`;
 the MPI engine imposes one worker per rank), and every worker is built from those numbers.
+
+The names load on first use (PEP 562), as ``volley``'s do: importing a torch-free module of
+this package (:mod:`~volley.engines.ray_boot`, :mod:`~volley.engines.ray_reaper`) costs nothing,
+so ``volley train`` can start Ray's cluster before it imports torch.
 """
 
 from __future__ import annotations
 
-from volley.config import AlgorithmConfig
-from volley.engines.base import AsyncSpec, AsyncWorkerGroup, Replica, WorkerGroup, WorkerRecipe
-from volley.envs import EnvCreator
-from volley.rollout.worker import Postprocess
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from volley.config import AlgorithmConfig
+    from volley.engines.base import AsyncSpec, AsyncWorkerGroup, Replica, WorkerGroup
+    from volley.envs import EnvCreator
+    from volley.rollout.worker import Postprocess
+
+
+def __getattr__(name: str) -> Any:
+    if name not in ("AsyncSpec", "AsyncWorkerGroup", "Replica", "WorkerGroup"):
+        raise AttributeError(f"module 'volley.engines' has no attribute {name!r}")
+    return getattr(importlib.import_module("volley.engines.base"), name)
 
 
 def make_worker_group(config: AlgorithmConfig, postprocess: Postprocess, env_creator: EnvCreator | None,
@@ -19,6 +33,8 @@ def make_worker_group(config: AlgorithmConfig, postprocess: Postprocess, env_cre
     ``seed_offset`` shifts the global environment indices (evaluation workers use their own);
     ``reserved_cpus`` are Ray CPUs this run's other workers hold already.
     """
+    from volley.engines.base import WorkerRecipe
+
     if config.engine == "mpi":
         from volley.engines.mpi_engine import make_mpi_group
         return make_mpi_group(config, postprocess, env_creator)
@@ -35,6 +51,7 @@ def make_async_worker_group(config: AlgorithmConfig, postprocess: Postprocess,
     """A parameter server, replay shards and acting workers as Ray actors (the one engine that
     hosts them; an asynchronous algorithm's config refuses the others)."""
     from volley.engines.async_actors import RayAsyncWorkerGroup
+    from volley.engines.base import WorkerRecipe
     return RayAsyncWorkerGroup(WorkerRecipe(config, config.plan(), postprocess, env_creator), spec)
 
 

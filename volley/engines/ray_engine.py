@@ -20,7 +20,6 @@ more after a ``kill -9``).
 
 from __future__ import annotations
 
-import logging
 import os
 import socket
 import sys
@@ -31,7 +30,7 @@ from typing import Any
 import ray
 
 from volley.config import AlgorithmConfig
-from volley.engines import ray_reaper
+from volley.engines import ray_boot, ray_reaper
 from volley.engines.actor_manager import ActorManager, ManagedWorkers, RestartPolicy
 from volley.engines.base import WorkerGroup, WorkerRecipe
 from volley.envs import EnvCreator
@@ -80,18 +79,27 @@ def probe_ray_address(address: str) -> None:
 
 
 def init_ray(config: AlgorithmConfig) -> bool:
-    """Start or join a Ray cluster unless Ray is already up; True if this call started it."""
+    """Start or join a Ray cluster unless Ray is already up; True if this call started it.
+
+    A cluster :mod:`~volley.engines.ray_boot` began in the background for this run is taken
+    as it is; one begun with other arguments is shut down and started again."""
+    kwargs = ray_boot.cluster_kwargs(config.ray_address, config.num_cpus, config.log_level)
+    boot = ray_boot.take()
+    if boot is not None and boot.error is None:
+        if boot.kwargs == kwargs:
+            ray_reaper.watch(ray_reaper.children(os.getpid()) - boot.before)
+            return True
+        ray.shutdown()
+        ray_boot.release_taken()
     if ray.is_initialized():
         return False
     if config.ray_address is not None:
         probe_ray_address(config.ray_address)
-    kwargs: dict[str, Any] = {"include_dashboard": False, "logging_level": logging.getLevelName(config.log_level),
-                              "configure_logging": True}
-    if config.ray_address is None:
-        kwargs["num_cpus"] = config.num_cpus
     before = ray_reaper.children(os.getpid()) if config.ray_address is None else set()
-    try:  # "local" starts a new cluster even when another one on this machine is recorded
-        ray.init(address=config.ray_address or "local", **kwargs)
+    if config.ray_address is None:
+        ray_boot.quiet_cluster_notes()
+    try:
+        ray.init(**kwargs)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         hint = ("; if it was started by `ray start` with token authentication (the default "
                 "since Ray 2.59), set RAY_AUTH_MODE=token before importing ray"
@@ -107,6 +115,7 @@ def shutdown_ray() -> None:
     """Shut down the cluster :func:`init_ray` started, and its reaper."""
     ray.shutdown()
     ray_reaper.release()
+    ray_boot.release_taken()
 
 
 def placement(config: AlgorithmConfig, num_workers: int, reserved_cpus: float = 0.0) -> Any:
