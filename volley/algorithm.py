@@ -91,6 +91,9 @@ class Algorithm(ABC):
         self.device = torch.device("cuda" if config.num_gpus > 0 and self.workers.learns else "cpu")
         self.observation_space, self.action_space = self.workers.spaces()
         torch.manual_seed(config.seed)  # after local workers exist, so every engine inits alike
+        # on one thread: the orthogonal init's QR rounds differently on two, so the first run
+        # of a process (torch's default threads) and later ones (the learner's) would differ
+        torch.set_num_threads(1)
         self.preprocess, policy = build_policy(self.observation_space, self.action_space, config.model,
                                                config.network, config.head_hiddens)
         self.policy = policy.to(self.device)

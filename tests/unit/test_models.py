@@ -112,3 +112,18 @@ def test_the_numpy_twin_follows_every_change_of_the_weights():
         policy.vf_head.bias.add_(1.0)
     np.testing.assert_allclose(policy.act(obs, streams, False)[2],
                                policy(torch.as_tensor(obs))[1].detach().numpy(), atol=1e-6)
+
+
+def test_the_seed_alone_fixes_the_initial_weights_whatever_torchs_threads():
+    """The orthogonal init's QR rounds differently on 2 threads than on 1; an algorithm builds its
+    network on one, so a process's first run (torch's default threads) equals its later ones."""
+    from volley import PPOConfig
+
+    config = PPOConfig().environment("Pendulum-v1").resources(engine="local").debugging(seed=3)
+    weights = []
+    for threads in (2, 1):
+        torch.set_num_threads(threads)
+        algo = config.build()
+        weights.append(algo.policy.get_flat_weights())
+        algo.stop()
+    np.testing.assert_array_equal(weights[0], weights[1])
