@@ -202,13 +202,13 @@ class Algorithm(ABC):
         """The batch the workers sampled while the learner was updating, and the next one started
         at once with the current weights (double-buffered sampling, as in Sample Factory and
         RLlib's APPO): the batch is one update behind the weights it is trained on."""
+        def start_sampling() -> Callable[[], list[Any]]:
+            return self.workers.call_async("sample", self.policy.get_flat_weights(), self.filter_stats, None)
+
         start = time.perf_counter()
-        pending = self._next_sample or self.workers.call_async(
-            "sample", self.policy.get_flat_weights(), self.filter_stats, None)
-        results = pending()
+        results = (self._next_sample or start_sampling())()
         self._merge(results)
-        self._next_sample = self.workers.call_async("sample", self.policy.get_flat_weights(),
-                                                    self.filter_stats, None)
+        self._next_sample = start_sampling()
         self._sample_time += time.perf_counter() - start
         return Batch.concat([result.batch for result in results])
 
