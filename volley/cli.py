@@ -340,16 +340,13 @@ def _start(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[Any, Pa
     check_env_id(str(overrides.get("env", args.env or (preset.env if preset is not None else "CartPole-v1"))))
     if (settings.get("engine", "ray") == "ray" and settings.get("ray_address") is None
             and not os.environ.get("RAY_ADDRESS") and str(settings.get("num_workers")) != "0"):
-        # Ray's cluster starts while torch and the algorithm load; a mistake found from here on
-        # waits for it to finish starting and shut down (about 3 s), so the usual one, the env
-        # id, is checked first
+        # Ray's cluster starts while torch and the algorithm load; after a mistake found from
+        # here on, main() shuts it down once the error is shown (the env id is checked first)
         ray_boot.begin(settings)
-    try:
-        config = _new_config(args, overrides)
-        _install_hooks(config.engine)
-        algo = config.build()
-    finally:
-        ray_boot.abandon()  # a cluster begun for a run that took none, or failed before it could
+    config = _new_config(args, overrides)
+    _install_hooks(config.engine)
+    algo = config.build()
+    ray_boot.abandon()  # begun for a run whose config turned out to want no cluster
     stop = dict(preset.stop) if preset is not None else {"reward": _reward_threshold(config.env)}
     return algo, Path(logdir) / (args.name or run_dir_name(algo)), {"stop": stop}
 
@@ -526,6 +523,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # a second Ctrl-C while the final checkpoint was being written
         print(f"volley {args.command}: interrupted", file=sys.stderr)
         return 130
+    finally:
+        from volley.engines import ray_boot
+
+        ray_boot.abandon()  # a cluster `volley train` began for a run that failed before taking it
 
 
 def _mpi_rank() -> int:
