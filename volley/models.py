@@ -370,20 +370,26 @@ class ActorCritic(Policy):
             return None
         pi_body, pi_head, vf_head = NumpyMLP(self.pi_body), NumpyMLP(self.pi_head), NumpyMLP(self.vf_head)
         vf_body = None if self.vf_body is None else NumpyMLP(self.vf_body)
-        log_std = None if self.log_std is None else self.log_std.detach().cpu().numpy().copy()
+        continuous = self.log_std is not None
+        if self.log_std is not None:
+            log_std = self.log_std.detach().cpu().numpy().astype(np.float64)
+            std = np.exp(log_std).astype(np.float32)
+            # log N(out + std·z; out, std) = -½‖z‖² - Σ log std - ½·d·log 2π: the draw z is the
+            # standardised action, so only ‖z‖² is computed per step
+            log_norm = np.float32(-(log_std.sum() + 0.5 * len(log_std) * np.log(2 * np.pi)))
 
         def act(obs: np.ndarray, streams: RandomStreams, explore: bool) -> Acting:
             features = pi_body(obs)
             values = vf_head(features if vf_body is None else vf_body(obs))[:, 0]
             out = pi_head(features)
-            if log_std is None:
+            if not continuous:
                 logp_all = log_softmax(out)
                 actions = inverse_cdf(np.exp(logp_all), streams) if explore else logp_all.argmax(-1)
                 return actions, logp_all[np.arange(len(actions)), actions], values
-            actions = out + np.exp(log_std) * streams.normal(len(log_std)).astype(np.float32) if explore else out
-            z = (actions - out) / np.exp(log_std)
-            logp = (-0.5 * z**2 - log_std - np.float32(0.5 * np.log(2 * np.pi))).sum(-1)
-            return actions, logp, values
+            if not explore:
+                return out, np.full(len(out), log_norm, np.float32), values
+            z = streams.normal(len(std)).astype(np.float32)
+            return out + std * z, log_norm - np.float32(0.5) * np.einsum("ij,ij->i", z, z), values
         return act
 
     def policy_parameters(self) -> list[nn.Parameter]:
