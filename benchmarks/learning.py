@@ -52,7 +52,7 @@ class Task:
 TASKS = {
     "ppo-halfcheetah": Task("ppo-halfcheetah", ("ppo", "HalfCheetah-v4"), 1_000_000, (0, 1)),
     "ppo-hopper": Task("ppo-hopper", ("ppo", "Hopper-v4"), 1_000_000, (0,)),
-    "trpo-hopper": Task("trpo-hopper", ("trpo", "Hopper-v4"), 1_000_000, (0,)),
+    "trpo-hopper": Task("trpo-hopper", ("trpo", "Hopper-v4"), 1_000_000, (0, 1)),
     "ppo-humanoid": Task("ppo-humanoid", None, 2_000_000, (0,)),
     "trpo-pong-ram": Task("trpo-pong-ram", None, None, (0,)),
     "ppo-pong": Task("ppo-pong", None, 2_000_000, (0,)),
