@@ -31,6 +31,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import traceback
 import warnings
 from abc import abstractmethod
@@ -50,6 +51,7 @@ from volley.rollout.filters import FilterStats, RunningStats
 from volley.rollout.worker import Postprocess, SampleResult
 
 STOP, CALL, TRAIN, WEIGHTS = "stop", "call", "train", "weights"
+ABORT_GRACE_S = 1.0  # between a failed rank's message and its MPI Abort
 
 
 def _comm() -> Any:
@@ -116,6 +118,9 @@ def _abort_on_error(comm: Any, rank: int) -> None:
         detail = "".join(traceback.format_exception(kind, error, tb)[-3:]) if rank != 0 else ""
         print(f"volley: rank {rank} failed: {kind.__name__}: {error}\n{detail}".rstrip(),
               file=sys.stderr, flush=True)
+        # a moment for mpiexec's proxy to forward the line: Abort kills the proxy too, and on a
+        # busy machine the line was lost with it (the job ended with an empty stderr)
+        time.sleep(ABORT_GRACE_S)
         comm.Abort(1)
     sys.excepthook = hook
 
