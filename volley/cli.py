@@ -280,22 +280,26 @@ def _overrides(args: argparse.Namespace, **flags: Any) -> dict[str, Any]:
     return {k: v for k, v in flags.items() if v is not None} | dict(args.overrides)
 
 
-def _new_config(args: argparse.Namespace, overrides: dict[str, Any]) -> Any:
-    """A new run's config: ``--preset``/``--config`` if given, else ``--algo`` (default PPO) and
-    ``--env`` (default CartPole-v1); then the flags."""
-    from volley.algorithms import get_algorithm_class, get_config_class
+def _env_id(args: argparse.Namespace, preset: Any, overrides: dict[str, Any]) -> str:
+    """The run's environment id, checked (a typo is named before anything heavy is imported):
+    ``--set env=``, else ``--env``, else the preset's, else CartPole-v1."""
     from volley.envs import check_env_id
 
-    preset = _preset(args)
+    env = str(overrides.get("env", args.env or (preset.env if preset is not None else "CartPole-v1")))
+    check_env_id(env)
+    return env
+
+
+def _new_config(args: argparse.Namespace, overrides: dict[str, Any], preset: Any, env: str) -> Any:
+    """A new run's config: ``preset`` (``--preset``/``--config``) if given, else ``--algo``
+    (default PPO); then ``env`` (from :func:`_env_id`) and the flags."""
+    from volley.algorithms import get_algorithm_class, get_config_class
+
     if preset is None:
-        config = get_config_class(args.algo or "ppo")()
-        config.update(**{"env": args.env or "CartPole-v1", **overrides})
-    else:
-        if args.algo is not None and get_algorithm_class(args.algo) is not get_algorithm_class(preset.algo):
-            raise ConfigError(f"--algo {args.algo} but preset '{preset.name}' trains {preset.algo}")
-        config = preset.make_config({**({"env": args.env} if args.env else {}), **overrides})
-    check_env_id(config.env)
-    return config
+        return get_config_class(args.algo or "ppo")().update(**{**overrides, "env": env})
+    if args.algo is not None and get_algorithm_class(args.algo) is not get_algorithm_class(preset.algo):
+        raise ConfigError(f"--algo {args.algo} but preset '{preset.name}' trains {preset.algo}")
+    return preset.make_config({**overrides, "env": env})
 
 
 def _stop(args: argparse.Namespace, saved: dict[str, Any]) -> Any:
@@ -324,7 +328,6 @@ def _first(*values: Any) -> Any:
 def _start(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[Any, Path, dict[str, Any]]:
     """A new run: build the algorithm; the stop reward defaults to the env's reward_threshold."""
     from volley.engines import ray_boot
-    from volley.envs import check_env_id
     from volley.run import run_dir_name
 
     preset = _preset(args)
@@ -336,14 +339,14 @@ def _start(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[Any, Pa
     if args.name is not None and (Path(logdir) / args.name).exists():
         raise ConfigError(f"run directory '{Path(logdir) / args.name}' exists already; choose another "
                           f"--name, or continue it with --resume {Path(logdir) / args.name}")
+    env = _env_id(args, preset, overrides)
     settings = {**(preset.config if preset is not None else {}), **overrides}
-    check_env_id(str(overrides.get("env", args.env or (preset.env if preset is not None else "CartPole-v1"))))
     if (settings.get("engine", "ray") == "ray" and settings.get("ray_address") is None
             and not os.environ.get("RAY_ADDRESS") and str(settings.get("num_workers")) != "0"):
         # Ray's cluster starts while torch and the algorithm load; after a mistake found from
         # here on, main() shuts it down once the error is shown (the env id is checked first)
         ray_boot.begin(settings)
-    config = _new_config(args, overrides)
+    config = _new_config(args, overrides, preset, env)
     _install_hooks(config.engine)
     algo = config.build()
     ray_boot.abandon()  # begun for a run whose config turned out to want no cluster
@@ -392,8 +395,9 @@ def _install_hooks(engine: str) -> None:
 
 def _tune(args: argparse.Namespace) -> int:
     workers = args.workers if args.workers is not None else 0
-    config = _new_config(args, _overrides(args, num_workers=workers))
+    overrides = _overrides(args, num_workers=workers)
     preset = _preset(args)
+    config = _new_config(args, overrides, preset, _env_id(args, preset, overrides))
     stop = _stop(args, dict(preset.stop) if preset is not None else {"reward": _reward_threshold(config.env)})
     if not stop.is_set:
         raise ConfigError("volley tune needs a stop criterion: --stop-reward, --max-iters or "

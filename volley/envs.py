@@ -239,10 +239,8 @@ class GuardedVectorEnv(gym.vector.VectorEnv):
         self._box = isinstance(first.observation_space, gym.spaces.Box)
 
     def _stack(self, observations: list[Any]) -> Any:
-        if self._box and self.num_envs == 1:  # a copy, as np.stack makes, for a quarter of its time
-            return np.array(observations[0], copy=True)[None]
-        if self._box:
-            return np.stack(observations)
+        if self._box:  # a new array, as np.stack makes, in a fraction of its time
+            return np.array(observations)
         out = gym.vector.utils.create_empty_array(self.single_observation_space, self.num_envs)
         return gym.vector.utils.concatenate(self.single_observation_space, observations, cast(Any, out))
 

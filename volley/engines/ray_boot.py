@@ -16,7 +16,6 @@ started them ends, not the process.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import sys
@@ -72,9 +71,8 @@ class Boot:
         try:
             from volley.config import AlgorithmConfig
 
-            default_level = next(f.default for f in dataclasses.fields(AlgorithmConfig) if f.name == "log_level")
             self.kwargs = cluster_kwargs(None, self.settings.get("num_cpus"),
-                                         self.settings.get("log_level", default_level))
+                                         self.settings.get("log_level", AlgorithmConfig.log_level))
             import ray
 
             quiet_cluster_notes()
@@ -111,11 +109,10 @@ def take() -> Boot | None:
     """The background start, finished (its ``error`` set if it failed); None if none was begun."""
     global _pending, _taken
     boot, _pending = _pending, None
-    if boot is not None:
-        boot.wait()
-        _taken = boot if boot.error is None else None
-        if boot.error is not None:
-            boot.release()
+    if boot is not None and boot.wait().error is None:
+        _taken = boot
+    elif boot is not None:
+        boot.release()  # nothing started: the thread may end
     return boot
 
 

@@ -76,8 +76,6 @@ class EnvStreams:
         return np.array([g.random() for g in self.generators])
 
     def normal(self, dim: int) -> np.ndarray:
-        if len(self.generators) == 1:  # a worker with one env: no per-row loop on the hot path
-            return self.generators[0].standard_normal((1, dim))
         out = np.empty((len(self.generators), dim))
         for generator, row in zip(self.generators, out, strict=True):
             generator.standard_normal(out=row)
