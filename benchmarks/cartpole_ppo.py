@@ -4,6 +4,7 @@ SB3 uses rl-zoo's tuned CartPole-v1 hyperparameters; volley uses its defaults, a
 ``volley train`` does. How runs are timed: benchmarks/time_to_475.py.
 
     python benchmarks/cartpole_ppo.py --seeds 0 1 2          # prints a markdown table
+    python benchmarks/cartpole_ppo.py --only volley-ray volley-ray-async   # some runners, and sb3
 """
 
 from __future__ import annotations
@@ -11,12 +12,13 @@ from __future__ import annotations
 from time_to_475 import main, sb3_report, sb3_stop_at_threshold, train_volley
 
 
-def run_volley(engine: str, seed: int) -> dict:
+def run_volley(engine: str, seed: int, sample_async: bool = False) -> dict:
+    """``sample_async``: Ray workers sample the next batch while the learner updates (APPO-style)."""
     from volley import PPOConfig
 
     config = PPOConfig().environment("CartPole-v1").resources(engine=engine).debugging(seed=seed)
     if engine == "ray":
-        config.resources(num_cpus=2)
+        config.resources(num_cpus=2).rollouts(sample_async=sample_async)
     return train_volley(config.build(), max_steps=500_000)
 
 
@@ -37,7 +39,7 @@ def run_sb3(seed: int) -> dict:
 
 
 RUNNERS = {"volley-local": lambda s: run_volley("local", s), "volley-ray": lambda s: run_volley("ray", s),
-           "sb3": run_sb3}
+           "volley-ray-async": lambda s: run_volley("ray", s, sample_async=True), "sb3": run_sb3}
 
 
 if __name__ == "__main__":

@@ -98,6 +98,8 @@ def main(script: str, description: str, runners: dict[str, Runner]) -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--curves", type=Path, metavar="DIR",
                         help="also write each run's learning curve under DIR (for volley plot)")
+    parser.add_argument("--only", nargs="+", choices=list(runners), metavar="RUNNER",
+                        help=f"run only these ({', '.join(runners)}); sb3, the reference, always runs")
     parser.add_argument("--child", choices=list(runners), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -108,9 +110,10 @@ def main(script: str, description: str, runners: dict[str, Runner]) -> None:
             CURVE["path"].unlink(missing_ok=True)
         print(json.dumps(runners[args.child](args.seeds[0])))
         return
-    rows: dict[str, list[dict]] = {name: [] for name in runners}
+    rows: dict[str, list[dict]] = {name: [] for name in runners
+                                   if args.only is None or name in args.only or name == "sb3"}
     for seed in args.seeds:
-        for name in runners:
+        for name in rows:
             report = measure(script, name, seed, args.curves)
             rows[name].append(report)
             print(f"# {name} seed {seed}: {report}", file=sys.stderr, flush=True)
