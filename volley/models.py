@@ -382,11 +382,19 @@ class ActorCritic(Policy):
         """Action distribution and value ``[B]`` for observations ``[B, *obs_shape]``."""
         features = self.pi_body(obs)
         value_features = features if self.vf_body is None else self.vf_body(obs)
-        value = self.vf_head(value_features).squeeze(-1)
-        out = self.pi_head(features)
-        if self.log_std is not None:
-            return DiagGaussian(out, self.log_std), value
-        return Categorical(out), value
+        return self._distribution(self.pi_head(features)), self.vf_head(value_features).squeeze(-1)
+
+    def distribution(self, obs: torch.Tensor) -> Distribution:
+        """The action distribution alone: what a policy step reads (TRPO's, PG's), without the
+        value network's forward pass over the whole batch."""
+        return self._distribution(self.pi_head(self.pi_body(obs)))
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        """The values ``[B]`` alone: what a value-function fit reads, without the policy's."""
+        return self.vf_head(self.pi_body(obs) if self.vf_body is None else self.vf_body(obs)).squeeze(-1)
+
+    def _distribution(self, out: torch.Tensor) -> Distribution:
+        return Categorical(out) if self.log_std is None else DiagGaussian(out, self.log_std)
 
     def numpy_twin(self) -> Callable[[np.ndarray, RandomStreams, bool], Acting] | None:
         if not isinstance(self.pi_body, nn.Sequential):  # the CNN acts in torch

@@ -100,6 +100,18 @@ def test_acting_in_numpy_matches_the_torch_network(action_space, model, network)
     np.testing.assert_allclose(mode, policy._act_in_torch(obs, EnvStreams(0, [0]), False)[0], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("model", [ModelConfig(), ModelConfig(vf_share_layers=True)])
+@pytest.mark.parametrize("action_space", [gym.spaces.Discrete(3), gym.spaces.Box(-1.0, 1.0, (2,), np.float32)])
+def test_the_policy_alone_and_the_values_alone_equal_the_full_forward(model, action_space):
+    """TRPO's and PG's policy steps read only the distribution, value fits only the values."""
+    _, policy = build_policy(gym.spaces.Box(-5.0, 5.0, (4,), np.float32), action_space, model)
+    obs = torch.as_tensor(np.random.default_rng(1).normal(size=(5, 4)), dtype=torch.float32)
+    dist, values = policy(obs)
+    actions = torch.tensor([0, 1, 2, 0, 1]) if isinstance(action_space, gym.spaces.Discrete) else obs[:, :2]
+    torch.testing.assert_close(policy.distribution(obs).log_prob(actions), dist.log_prob(actions))
+    torch.testing.assert_close(policy.value(obs), values)
+
+
 def test_the_numpy_twin_follows_every_change_of_the_weights():
     obs_space = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
     _, policy = build_policy(obs_space, gym.spaces.Discrete(2), ModelConfig())

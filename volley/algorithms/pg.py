@@ -67,7 +67,7 @@ def gradient_pieces(policy: ActorCritic, batch: Batch, config: AlgorithmConfig
     """Worker-side, mode "gradients": ``g₁ = Σ G_t ∇log π_t``, ``g₀ = Σ ∇log π_t`` and the sums
     ``(N, ΣG, ΣG², ΣG·log π, Σlog π)``: all the learner needs for the standardised gradient."""
     params = policy.policy_parameters()
-    logp = policy(torch.as_tensor(batch["obs"]))[0].log_prob(torch.as_tensor(batch["actions"]))
+    logp = policy.distribution(torch.as_tensor(batch["obs"])).log_prob(torch.as_tensor(batch["actions"]))
     returns = torch.as_tensor(batch["returns"])
     weighted, plain = (returns * logp).sum(), logp.sum()
     g1 = torch.autograd.grad(weighted, params, retain_graph=True)
@@ -129,7 +129,7 @@ class PG(Algorithm):
         returns = torch.as_tensor(batch["returns"], dtype=torch.float64, device=self.device)
         mean, scale = self._standardizer(len(returns), returns.sum().item(), (returns**2).sum().item())
         advantages = ((returns - mean) / scale).float()
-        dist, _ = self.policy(torch.as_tensor(batch["obs"], device=self.device))
+        dist = self.policy.distribution(torch.as_tensor(batch["obs"], device=self.device))
         logp = dist.log_prob(torch.as_tensor(batch["actions"], device=self.device))
         return -(advantages * logp).mean()
 

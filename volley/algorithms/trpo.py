@@ -117,13 +117,14 @@ class TRPO(Algorithm):
         advantages = torch.as_tensor(batch["advantages"], device=self.device)
         advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
         with torch.no_grad():
-            old_dist, _ = self.policy(obs)
+            old_dist = self.policy.distribution(obs)
         old_logp = old_dist.log_prob(actions)
 
         def surrogate_and_kl() -> tuple[torch.Tensor, torch.Tensor, Distribution]:
-            dist, _ = self.policy(obs)
+            dist = self.policy.distribution(obs)
             ratio = (dist.log_prob(actions) - old_logp).exp()
-            return (ratio * advantages).mean(), old_dist.kl(dist).mean(), dist
+            kl = old_dist.kl(dist)  # type: ignore[arg-type]  # one policy's: always the same kind
+            return (ratio * advantages).mean(), kl.mean(), dist
 
         # natural gradient: s = F⁻¹ g by conjugate gradient, F v from the KL's Hessian
         surrogate, kl, _ = surrogate_and_kl()
@@ -165,14 +166,14 @@ class TRPO(Algorithm):
         losses = []
         for _ in range(cfg.vf_epochs):
             for index in Batch.minibatch_indices(len(batch), cfg.vf_minibatch_size, self.rng):
-                _, values = self.policy(obs[index])
+                values = self.policy.value(obs[index])
                 vf_loss = ((values - targets[index]) ** 2).mean()
                 self.vf_optimizer.zero_grad()
                 vf_loss.backward()
                 self.optimizer_step(self.vf_optimizer, self.policy.value_parameters(), vf_loss, cfg.grad_clip)
                 losses.append(vf_loss.item())
         with torch.no_grad():
-            _, values_after = self.policy(obs)
+            values_after = self.policy.value(obs)
         return {"vf_loss": float(np.mean(losses)),
                 "ev_before": explained_variance(batch["values"], batch["value_targets"]),
                 "ev_after": explained_variance(values_after.cpu().numpy(), batch["value_targets"])}
