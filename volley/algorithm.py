@@ -525,14 +525,17 @@ class Algorithm(ABC):
         self.load_extra_state(tensors, state.get("extra", {}))
 
     @classmethod
-    def from_checkpoint(cls, path: str | Path, **overrides: Any) -> Algorithm:
-        """Build the algorithm a checkpoint was saved from (config keys overridable) and restore it."""
+    def from_checkpoint(cls, path: str | Path, *, to_play: bool = False, **overrides: Any) -> Algorithm:
+        """Build the algorithm a checkpoint was saved from (config keys overridable) and restore it;
+        with ``to_play``, on the fewest processes that can host it (``AlgorithmConfig.to_play``),
+        to play episodes with its policy rather than train on."""
         _, manifest = read_checkpoint(path)
         try:
             algo_cls = cls.named(str(manifest.get("algorithm")))
         except ConfigError as exc:
             raise CheckpointError(f"checkpoint '{path}' cannot be loaded: {exc}") from None
-        config = algo_cls.config_class.from_dict(manifest["config"]).update(**overrides)
+        config = algo_cls.config_class.from_dict(manifest["config"])
+        config = config.update(**{**(config.to_play() if to_play else {}), **overrides})
         algo = algo_cls(config)
         try:
             algo.restore(path)

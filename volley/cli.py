@@ -488,8 +488,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     from volley.video import FrameRecorder, check_video_path, write_video
 
     video = check_video_path(args.video) if args.video else None
-    algo = Algorithm.from_checkpoint(args.checkpoint, engine="local", num_workers=0, mpi_mode="gather",
-                                     evaluation_num_workers=0, evaluation_interval=None)
+    algo = Algorithm.from_checkpoint(args.checkpoint, to_play=True)
     try:
         recorder = FrameRecorder(algo.driver_worker(), algo.config.env) if video else None
         stats = algo.evaluate(args.episodes, before_step=recorder)

@@ -358,6 +358,12 @@ class AlgorithmConfig:
         """Hidden layers between the network's body and its outputs (DQN's ``hiddens``; none elsewhere)."""
         return []
 
+    def to_play(self) -> dict[str, Any]:
+        """The keys that host a trained policy in as few processes as possible, to play
+        episodes with it (``volley evaluate``): in this process, no workers."""
+        return {"engine": "local", "num_workers": 0, "mpi_mode": "gather", "ray_address": None,
+                "evaluation_num_workers": 0, "evaluation_interval": None}
+
     def plan(self, num_workers: int | None = None) -> RolloutPlan:
         """The sizes of a run, resolved once by the driver (workers get the numbers, never ``"auto"``).
 

@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 import torch
 
-from volley import ApexDQN, ApexDQNConfig, ConfigError, DQNConfig
+from volley import Algorithm, ApexDQN, ApexDQNConfig, ConfigError, DQNConfig
 from volley.algorithms.apex_dqn import per_worker_epsilon
 from volley.checkpoint import read_checkpoint
+from volley.cli import main
 from volley.errors import WorkerError
 from volley.run import LATEST, Stop, train_until
 
@@ -240,3 +241,26 @@ def test_checkpoint_round_trip_with_replay_contents(ray_session, tmp_path):
         assert restored.train()["learner_updates"] > saved["updates"]  # and it trains on
     finally:
         restored.stop()
+
+
+def test_volley_evaluate_plays_an_apex_checkpoint_on_one_idle_acting_worker(ray_session, tmp_path, capsys):
+    """Only Ray hosts Ape-X, so its checkpoint is played on Ray (not the local engine, which
+    refuses it) with one acting worker that never starts; the episodes use the learner's network."""
+    algo = small(max_sample_lead=2000).build()
+    try:
+        algo.train()
+        path = algo.save(tmp_path / "apex")
+        weights = algo.policy.get_flat_weights()
+    finally:
+        algo.stop()
+    played = Algorithm.from_checkpoint(path, to_play=True)
+    try:
+        assert isinstance(played, ApexDQN)
+        assert (played.config.engine, played.config.num_workers, played.started) == ("ray", 1, False)
+        np.testing.assert_array_equal(played.policy.get_flat_weights(), weights)
+        assert played.evaluate(2)["episodes_this_iter"] == 2
+        assert not played.started
+    finally:
+        played.stop()
+    assert main(["evaluate", str(path), "--episodes", "2"]) == 0
+    assert "volley: 2 episodes of CartPole-v1: return" in capsys.readouterr().out

@@ -117,6 +117,11 @@ class ApexDQNConfig(DQNConfig):
             raise ConfigError(f"config key 'worker_epsilon_alpha' must be >= 0, "
                               f"got {self.worker_epsilon_alpha!r}")
 
+    def to_play(self) -> dict[str, Any]:
+        """Only Ray can host Ape-X's actors: an embedded cluster and one acting worker, never
+        started (episodes are played in this process, by the learner's network)."""
+        return {**super().to_play(), "engine": "ray", "num_workers": 1}
+
     def build(self, env: Any = None) -> ApexDQN:
         return ApexDQN(self._prepare_build(env))
 
