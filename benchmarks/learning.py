@@ -56,7 +56,7 @@ TASKS = {
     "ppo-humanoid": Task("ppo-humanoid", None, 2_000_000, (0,)),
     "trpo-pong-ram": Task("trpo-pong-ram", None, None, (0,)),
     "ppo-pong": Task("ppo-pong", None, 2_000_000, (0,)),
-    "ppo-walker2d": Task("ppo-walker2d", ("ppo", "Walker2d-v4"), 1_000_000, (0,)),
+    "ppo-walker2d": Task("ppo-walker2d", ("ppo", "Walker2d-v4"), 1_000_000, (0, 1)),
     "ppo-pendulum": Task("ppo-pendulum", ("ppo", "Pendulum-v1"), 100_000, (0,)),
     "ppo-cartpole": Task("ppo-cartpole", None, None, (0,)),
     "dqn-cartpole": Task("dqn-cartpole", None, None, (0,)),
