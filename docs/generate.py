@@ -191,7 +191,7 @@ def generated_block(name: str, algorithm: type[Algorithm]) -> str:
     return "\n".join([
         BEGIN, "",
         f"Command line: `volley train --algo {name} --set KEY=VALUE`. Python: "
-        f"`from {config_class.__module__} import {config_class.__name__}`.",
+        f"`from volley import {config_class.__name__}`.",
         "",
         f"The keys {config_class.__name__} adds to the shared ones, and the shared keys whose "
         f"default it changes. Every key: [configuration.md](../configuration.md#"

@@ -1,4 +1,4 @@
-"""Policy/value networks, observation preprocessing and action distributions.
+"""Policy/value networks and their action distributions, in torch.
 
 One :class:`ActorCritic` serves every on-policy algorithm: an MLP for vector
 observations (separate or shared policy and value bodies) or the Nature CNN for
@@ -9,107 +9,36 @@ workers call them alike (:meth:`Policy.act`), and their weights travel between
 processes as one flat float32 vector.
 
 Workers act on a few rows at a time, where torch's per-operation overhead (several
-microseconds an op) is most of the cost of a small MLP. So an MLP policy acts through a
-numpy copy of its weights (:class:`NumpyMLP`), several times cheaper per step; the CNN
-acts in torch, and all learning is torch's. Sampling is one function for both paths.
+microseconds an op) is most of the cost of a small MLP. So an MLP network acts in numpy
+(:mod:`volley.acting`, which a rollout worker uses without importing torch at all), several
+times cheaper per step; the CNN acts in torch, and all learning is torch's. Sampling is one
+function for both paths.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import torch
 from torch import nn
 
+from volley.acting import (
+    ActFn,
+    Acting,
+    ObsPreprocessor,
+    RandomStreams,
+    actor_critic_act,
+    inverse_cdf,
+    parameter_shapes,
+    policy_outputs,
+    q_network_act,
+    q_outputs,
+)
 from volley.config import ModelConfig, NetworkKind
 from volley.errors import VolleyError
-
-# -- observations --------------------------------------------------------------------------
-
-
-def is_image_space(space: gym.Space) -> bool:
-    """uint8 boxes of rank 3 (one image) or 4 (stacked images) go to the CNN."""
-    return isinstance(space, gym.spaces.Box) and space.dtype == np.uint8 and len(space.shape) in (3, 4)
-
-
-def _flat_size(space: gym.Space) -> int:
-    if isinstance(space, gym.spaces.Discrete):
-        return int(space.n)
-    if isinstance(space, gym.spaces.Box):
-        return int(np.prod(space.shape))
-    if isinstance(space, gym.spaces.Dict):
-        return sum(_flat_size(s) for s in space.spaces.values())
-    if isinstance(space, gym.spaces.Tuple):
-        return sum(_flat_size(s) for s in space.spaces)
-    raise VolleyError(f"observation space {space} is not supported: volley takes Box, Discrete, "
-                      "and Dict or Tuple of those")
-
-
-def _flatten_batch(space: gym.Space, obs: object, n: int) -> np.ndarray:
-    """Batched observations ``[n, ...]`` of ``space`` as float32 ``[n, flat_size]``."""
-    if isinstance(space, gym.spaces.Discrete):
-        one_hot = np.zeros((n, int(space.n)), np.float32)
-        one_hot[np.arange(n), np.asarray(obs, np.int64).reshape(n) - int(space.start)] = 1.0
-        return one_hot
-    if isinstance(space, gym.spaces.Box):
-        return np.asarray(obs, np.float32).reshape(n, -1)
-    if isinstance(space, gym.spaces.Dict):
-        assert isinstance(obs, dict)
-        return np.concatenate([_flatten_batch(s, obs[k], n) for k, s in space.spaces.items()], axis=1)
-    assert isinstance(space, gym.spaces.Tuple) and isinstance(obs, tuple)
-    return np.concatenate([_flatten_batch(s, o, n) for s, o in zip(space.spaces, obs, strict=True)],
-                          axis=1)
-
-
-class ObsPreprocessor:
-    """Turns a batch of raw observations into the array the network reads.
-
-    Images stay uint8 (the CNN scales them); everything else becomes a flat float32
-    vector: Discrete one-hot, Dict and Tuple concatenated in key order.
-    """
-
-    def __init__(self, space: gym.Space) -> None:
-        self.space = space
-        self.is_image = is_image_space(space)
-        self.shape: tuple[int, ...] = space.shape if self.is_image else (_flat_size(space),)  # type: ignore[assignment]
-
-    def __call__(self, obs: object, n: int) -> np.ndarray:
-        if self.is_image:
-            return np.asarray(obs)
-        return _flatten_batch(self.space, obs, n)
-
-
-# -- action distributions --------------------------------------------------------------------
-
-
-class RandomStreams(Protocol):
-    """One random stream per environment (see RolloutWorker)."""
-
-    def uniform(self) -> np.ndarray: ...
-    def normal(self, dim: int) -> np.ndarray: ...
-
-
-def inverse_cdf(probs: np.ndarray, streams: RandomStreams) -> np.ndarray:
-    """One categorical draw per row of ``probs`` ``[B, n]``, each with its environment's own uniform."""
-    cdf = probs.cumsum(-1)
-    u = streams.uniform()[:, None] * cdf[:, -1:]
-    return (u >= cdf).sum(-1).clip(max=cdf.shape[-1] - 1)
-
-
-def log_softmax(logits: np.ndarray) -> np.ndarray:
-    shifted = logits - logits.max(-1, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
-
-
-def epsilon_greedy_logp(q_values: np.ndarray, epsilon: float) -> np.ndarray:
-    """Log-probabilities ``[B, n]`` of ε-greedy acting: ``ε/n + (1 - ε)·[a = argmax Q]``."""
-    n = q_values.shape[-1]
-    probs = np.full(q_values.shape, epsilon / n, q_values.dtype)
-    probs[np.arange(len(q_values)), q_values.argmax(-1)] += 1 - epsilon
-    return np.log(np.maximum(probs, np.finfo(probs.dtype).tiny))  # finite at ε = 0
 
 
 class Categorical:
@@ -185,7 +114,7 @@ Distribution = Categorical | DiagGaussian
 
 # -- networks --------------------------------------------------------------------------------
 
-ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU}
+ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU}  # acting's, in torch
 
 
 def _layer(n_in: int, n_out: int, gain: float) -> nn.Linear:
@@ -245,58 +174,9 @@ def trunk(obs_shape: tuple[int, ...], is_image: bool, model: ModelConfig) -> tup
     return mlp(obs_shape[0], model.fcnet_hiddens, model.fcnet_activation), width
 
 
-class NumpyMLP:
-    """A numpy copy of ``Linear`` and activation layers, for acting (see the module docstring).
-
-    ``__call__`` gives what the torch layers give, to float32 rounding.
-    """
-
-    def __init__(self, *modules: nn.Module) -> None:
-        self.layers: list[tuple[np.ndarray, np.ndarray] | Callable[[np.ndarray], np.ndarray]] = []
-        for module in modules:
-            for layer in module.modules():
-                if isinstance(layer, nn.Linear):
-                    self.layers.append((layer.weight.detach().cpu().numpy().T.copy(),
-                                        layer.bias.detach().cpu().numpy().copy()))
-                elif isinstance(layer, nn.Tanh):
-                    self.layers.append(np.tanh)
-                elif isinstance(layer, nn.ReLU):
-                    self.layers.append(_relu)
-
-    def __call__(self, x: np.ndarray) -> np.ndarray:
-        for layer in self.layers:
-            x = x @ layer[0] + layer[1] if isinstance(layer, tuple) else layer(x)
-        return x
-
-    @staticmethod
-    def side_by_side(left: NumpyMLP, right: NumpyMLP) -> NumpyMLP:
-        """One network computing ``left`` and ``right`` on the same input, their outputs
-        concatenated: the first layers' weights side by side, every later layer's
-        block-diagonal. On a few rows a product twice as wide costs about what one costs, so
-        a policy and its value function act in half the numpy calls (≈ 7 µs a step saved on
-        two 64x64 bodies). Both must be the same kinds of layer in the same order."""
-        fused, first = NumpyMLP(), True
-        for a, b in zip(left.layers, right.layers, strict=True):
-            if not isinstance(a, tuple) or not isinstance(b, tuple):
-                assert a is b, "side_by_side needs the same activations in the same places"
-                fused.layers.append(a)
-                continue
-            (w_a, b_a), (w_b, b_b) = a, b
-            if first:  # both read the same input
-                weight = np.concatenate([w_a, w_b], axis=1)
-            else:  # each reads its own part of the previous layer's output
-                weight = np.zeros((len(w_a) + len(w_b), w_a.shape[1] + w_b.shape[1]), np.float32)
-                weight[:len(w_a), :w_a.shape[1]], weight[len(w_a):, w_a.shape[1]:] = w_a, w_b
-            fused.layers.append((weight, np.concatenate([b_a, b_b])))
-            first = False
-        return fused
-
-
-def _relu(x: np.ndarray) -> np.ndarray:
-    return np.maximum(x, 0, out=x)
-
-
-Acting = tuple[np.ndarray, np.ndarray, np.ndarray]  # actions [B, ...], their log-probabilities [B], values [B]
+def named_arrays(module: nn.Module) -> dict[str, np.ndarray]:
+    """``module``'s parameters by name, as numpy arrays (what :mod:`volley.acting` acts with)."""
+    return {name: p.detach().cpu().numpy() for name, p in module.named_parameters()}
 
 
 class Policy(nn.Module):
@@ -313,7 +193,7 @@ class Policy(nn.Module):
         # a copy: arrays from Ray's object store are read-only
         nn.utils.vector_to_parameters(torch.tensor(flat, dtype=torch.float32, device=device),
                                       self.parameters())
-        self._twin: tuple[list[int], Callable[..., Acting]] | None = None
+        self._twin: tuple[list[int], ActFn] | None = None
 
     def act(self, obs: np.ndarray, streams: RandomStreams, explore: bool) -> Acting:
         """Actions for a batch of (filtered) observations ``[B, *obs_shape]``: sampled with each
@@ -329,7 +209,7 @@ class Policy(nn.Module):
             self._twin = twin
         return twin[1](obs, streams, explore)
 
-    def numpy_twin(self) -> Callable[[np.ndarray, RandomStreams, bool], Acting] | None:
+    def numpy_twin(self) -> ActFn | None:
         """A function acting like :meth:`act` with numpy copies of the weights (None: act in torch)."""
         return None
 
@@ -365,13 +245,8 @@ class ActorCritic(Policy):
     def __init__(self, obs_shape: tuple[int, ...], is_image: bool, action_space: gym.Space,
                  model: ModelConfig) -> None:
         super().__init__()
-        if isinstance(action_space, gym.spaces.Discrete):
-            n_out, self.continuous = int(action_space.n), False
-        elif isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1:
-            n_out, self.continuous = int(action_space.shape[0]), True
-        else:
-            raise VolleyError(f"action space {action_space} is not supported: volley takes "
-                              "Discrete or a one-dimensional Box")
+        n_out, self.continuous = policy_outputs(action_space)
+        self.activation = model.fcnet_activation
         self.pi_body, n_feat = trunk(obs_shape, is_image, model)
         self.vf_body = None if is_image or model.vf_share_layers else trunk(obs_shape, False, model)[0]
         self.pi_head = _layer(n_feat, n_out, 0.01)
@@ -396,36 +271,10 @@ class ActorCritic(Policy):
     def _distribution(self, out: torch.Tensor) -> Distribution:
         return Categorical(out) if self.log_std is None else DiagGaussian(out, self.log_std)
 
-    def numpy_twin(self) -> Callable[[np.ndarray, RandomStreams, bool], Acting] | None:
+    def numpy_twin(self) -> ActFn | None:
         if not isinstance(self.pi_body, nn.Sequential):  # the CNN acts in torch
             return None
-        if self.vf_body is None:  # the shared body, then both heads as one layer
-            shared = NumpyMLP(self.pi_body)
-            both = NumpyMLP.side_by_side(NumpyMLP(self.pi_head), NumpyMLP(self.vf_head))
-        else:  # policy and value networks side by side: [logits or mean, value]
-            shared = NumpyMLP()
-            both = NumpyMLP.side_by_side(NumpyMLP(self.pi_body, self.pi_head),
-                                         NumpyMLP(self.vf_body, self.vf_head))
-        continuous = self.log_std is not None
-        if self.log_std is not None:
-            log_std = self.log_std.detach().cpu().numpy().astype(np.float64)
-            std = np.exp(log_std).astype(np.float32)
-            # log N(out + std·z; out, std) = -½‖z‖² - Σ log std - ½·d·log 2π: the draw z is the
-            # standardised action, so only ‖z‖² is computed per step
-            log_norm = np.float32(-(log_std.sum() + 0.5 * len(log_std) * np.log(2 * np.pi)))
-
-        def act(obs: np.ndarray, streams: RandomStreams, explore: bool) -> Acting:
-            both_out = both(shared(obs))
-            out, values = both_out[:, :-1], both_out[:, -1]
-            if not continuous:
-                logp_all = log_softmax(out)
-                actions = inverse_cdf(np.exp(logp_all), streams) if explore else logp_all.argmax(-1)
-                return actions, logp_all[np.arange(len(actions)), actions], values
-            if not explore:
-                return out, np.full(len(out), log_norm, np.float32), values
-            z = streams.normal(len(std)).astype(np.float32)
-            return out + std * z, log_norm - np.float32(0.5) * np.einsum("ij,ij->i", z, z), values
-        return act
+        return actor_critic_act(named_arrays(self), self.activation)
 
     def policy_parameters(self) -> list[nn.Parameter]:
         """Parameters the action distribution depends on (a shared body included)."""
@@ -450,14 +299,13 @@ class QNetwork(Policy):
     def __init__(self, obs_shape: tuple[int, ...], is_image: bool, action_space: gym.Space,
                  model: ModelConfig, dueling: bool, hiddens: Sequence[int] = ()) -> None:
         super().__init__()
-        if not isinstance(action_space, gym.spaces.Discrete):
-            raise VolleyError(f"action space {action_space} is not supported by Q-learning: "
-                              "DQN takes Discrete actions")
+        n_actions = q_outputs(action_space)
+        self.activation = model.fcnet_activation
         self.body, n_feat = trunk(obs_shape, is_image, model)
         # hidden layers on the body (RLlib's DQN hiddens); empty by default, so holding no weights
         self.hidden = mlp(n_feat, hiddens, model.fcnet_activation)
         n_feat = hiddens[-1] if hiddens else n_feat
-        self.q_head = _layer(n_feat, int(action_space.n), 1.0)  # the advantage stream when dueling
+        self.q_head = _layer(n_feat, n_actions, 1.0)  # the advantage stream when dueling
         self.value_head = _layer(n_feat, 1, 1.0) if dueling else None
         self.epsilon = nn.Parameter(torch.zeros(()), requires_grad=False)
 
@@ -474,22 +322,10 @@ class QNetwork(Policy):
         q = self.q_values(obs)
         return EpsilonGreedy(q, self.epsilon.item()), q.max(-1).values
 
-    def numpy_twin(self) -> Callable[[np.ndarray, RandomStreams, bool], Acting] | None:
+    def numpy_twin(self) -> ActFn | None:
         if not isinstance(self.body, nn.Sequential):  # the CNN acts in torch
             return None
-        body, q_head = NumpyMLP(self.body), NumpyMLP(self.q_head)
-        value_head = None if self.value_head is None else NumpyMLP(self.value_head)
-        epsilon = float(self.epsilon)
-
-        def act(obs: np.ndarray, streams: RandomStreams, explore: bool) -> Acting:
-            features = body(obs)
-            q = q_head(features)
-            if value_head is not None:
-                q = value_head(features) + q - q.mean(-1, keepdims=True)
-            logp_all = epsilon_greedy_logp(q, epsilon)
-            actions = inverse_cdf(np.exp(logp_all), streams) if explore else q.argmax(-1)
-            return actions, logp_all[np.arange(len(actions)), actions], q.max(-1)
-        return act
+        return q_network_act(named_arrays(self), self.activation)
 
     def q_parameters(self) -> list[nn.Parameter]:
         """Everything the optimizer trains: all parameters but ε."""
@@ -506,7 +342,14 @@ def build_policy(obs_space: gym.Space, action_space: gym.Space, model: ModelConf
     """The preprocessor and the network for a pair of spaces; a clear error for others.
     ``head_hiddens`` are a Q-network's layers between its body and its Q-values."""
     pre = ObsPreprocessor(obs_space)
+    policy: Policy
     if network == "actor_critic":
-        return pre, ActorCritic(pre.shape, pre.is_image, action_space, model)
-    return pre, QNetwork(pre.shape, pre.is_image, action_space, model, dueling=network == "dueling_q",
-                         hiddens=head_hiddens)
+        policy = ActorCritic(pre.shape, pre.is_image, action_space, model)
+    else:
+        policy = QNetwork(pre.shape, pre.is_image, action_space, model, dueling=network == "dueling_q",
+                          hiddens=head_hiddens)
+    if not pre.is_image:  # workers slice its flat weights by this layout, without torch
+        layout = parameter_shapes(pre.shape[0], action_space, model, network, head_hiddens)
+        assert [(name, tuple(p.shape)) for name, p in policy.named_parameters()] == layout, \
+            "volley.acting.parameter_shapes no longer describes this network"
+    return pre, policy

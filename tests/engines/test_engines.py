@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import sys
+
 import gymnasium as gym
 import numpy as np
 import pytest
 
-from volley import DQNConfig, EnvError, PPOConfig, register_env
+from volley import DQNConfig, EnvError, PGConfig, PPOConfig, register_env
 from volley.models import NatureCNN
 
 
@@ -30,6 +32,25 @@ def test_ray_first_batch_equals_local_reference(ray_session):
     finally:
         local.stop()
         remote.stop()
+
+
+def test_a_ray_worker_imports_torch_only_if_it_uses_it(ray_session):
+    """A PPO worker acts through its MLP in numpy, so its process never imports torch (a second
+    of every worker's start); a PG worker in gradients mode computes them in torch."""
+    def imports_torch(host: object) -> bool:
+        return "torch" in sys.modules
+
+    ppo = small("ray", 1, env="CartPole-v1").build()
+    pg = PGConfig().environment("CartPole-v1").resources(engine="ray").rollouts(num_workers=1).training(
+        mode="gradients", train_batch_size=200).build()
+    try:
+        ppo.train()
+        pg.train()
+        assert ray_session.get(ppo.workers.manager.actors[0].__ray_call__.remote(imports_torch)) is False
+        assert ray_session.get(pg.workers.manager.actors[0].__ray_call__.remote(imports_torch)) is True
+    finally:
+        ppo.stop()
+        pg.stop()
 
 
 def test_every_env_of_a_worker_is_seeded_apart(ray_session):

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from volley import ModelConfig, VolleyError
-from volley.models import Categorical, DiagGaussian, ObsPreprocessor, build_policy
+from volley.acting import NumpyActor, ObsPreprocessor
+from volley.models import Categorical, DiagGaussian, build_policy
 from volley.rollout.worker import EnvStreams
 
 
@@ -79,6 +80,7 @@ def test_flat_weights_round_trip():
     (gym.spaces.Box(-1.0, 1.0, (3,), np.float32), ModelConfig(log_std_init=-0.7), "actor_critic"),
     (gym.spaces.Discrete(4), ModelConfig(fcnet_activation="relu"), "q"),
     (gym.spaces.Discrete(4), ModelConfig(), "dueling_q"),
+    (gym.spaces.Box(-1.0, 1.0, (2,), np.float32), ModelConfig(fcnet_hiddens=[32, 16, 8]), "actor_critic"),
 ])
 def test_acting_in_numpy_matches_the_torch_network(action_space, model, network):
     """Workers act through a numpy copy of an MLP's weights; it must be the torch network."""
@@ -98,6 +100,13 @@ def test_acting_in_numpy_matches_the_torch_network(action_space, model, network)
     np.testing.assert_allclose(values, torch_values, rtol=1e-5, atol=1e-6)
     mode, _, _ = twin(obs, EnvStreams(0, list(range(6))), False)
     np.testing.assert_allclose(mode, policy._act_in_torch(obs, EnvStreams(0, [0]), False)[0], rtol=1e-5, atol=1e-6)
+    # a rollout worker acts from the flat weights alone, with no torch network to read them from
+    actor = NumpyActor(7, action_space, model, network)
+    actor.load(policy.get_flat_weights())
+    for got, want in zip(actor(obs, EnvStreams(0, list(range(6))), True), (actions, logp, values), strict=True):
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(VolleyError, match=r"weights of shape \(3,\) given to a network of \d+ weights"):
+        actor.load(np.zeros(3, np.float32))
 
 
 @pytest.mark.parametrize("model", [ModelConfig(), ModelConfig(vf_share_layers=True)])

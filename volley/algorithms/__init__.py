@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from volley.algorithm import Algorithm
-from volley.algorithms.apex_dqn import ApexDQN, ApexDQNConfig
-from volley.algorithms.dqn import DQN, DQNConfig
-from volley.algorithms.pg import PG, PGConfig
-from volley.algorithms.ppo import PPO, PPOConfig
-from volley.algorithms.trpo import TRPO, TRPOConfig
+from volley.algorithm_configs import ApexDQNConfig, DQNConfig, PGConfig, PPOConfig, TRPOConfig
+from volley.algorithms.apex_dqn import ApexDQN
+from volley.algorithms.dqn import DQN
+from volley.algorithms.pg import PG
+from volley.algorithms.ppo import PPO
+from volley.algorithms.trpo import TRPO
 from volley.config import AlgorithmConfig
 
 # The built-in algorithms, in the order the docs and the CLI list them

@@ -29,101 +29,21 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import torch
 
-from volley.algorithms.dqn import DQN, DQNConfig, exploration_epsilon, q_and_targets
-from volley.config import AlgorithmConfig, option
+from volley.algorithm_configs import ApexDQNConfig, DQNConfig
+from volley.algorithms.dqn import DQN, exploration_epsilon, q_and_targets
+from volley.config import AlgorithmConfig
 from volley.engines import AsyncSpec, WorkerGroup, make_async_worker_group
 from volley.engines.base import ActorReport, AsyncWorkerGroup
 from volley.envs import EnvCreator
-from volley.errors import ConfigError
 from volley.models import Policy, QNetwork
 from volley.rollout.batch import Batch
 
 REPLAY_PREFIX = "replay."  # checkpoint tensors "replay.{shard}.{column}"
-
-
-@dataclass(kw_only=True)
-class ApexDQNConfig(DQNConfig):
-    """Ape-X's keys on top of :class:`~volley.algorithms.dqn.DQNConfig`.
-
-    The exploration and replay defaults are the paper's (a constant ``ε = 0.4`` and
-    ``α = 7``, 3-step returns, prioritized replay with α 0.6 and β 0.4); the rest are
-    DQN's CartPole-tuned ones, with the target copied every 128 updates (DQN's 256 steps
-    at 0.5 updates a step) and weights fetched every fragment (8 envs x 16 steps). On
-    CartPole-v1 with two workers (:data:`CARTPOLE`) let the base ε decay from 1 to 0 (the
-    paper's constant 0.4 leaves worker 0 too random to average 475), replay uniformly, decay
-    the learning rate and bound ``max_sample_lead`` where the workers and the learner share
-    two cores. For
-    Atari, the paper used 360 workers, lr 0.00025/4, ``target_update_freq`` 2500, a
-    2M-transition buffer and 50 transitions per chunk.
-    """
-
-    algo_name: ClassVar[str] = "apex_dqn"
-
-    n_step: int = option(3, "training", "rewards summed before bootstrapping (cut at episode ends)")
-    prioritized_replay: bool = option(
-        True, "training", "sample by TD error (Schaul et al., 2016) instead of uniformly")
-    epsilon_start: float = option(0.4, "training", "base exploration ε at step 0 (worker 0's ε)")
-    epsilon_end: float = option(0.4, "training", "base exploration ε after epsilon_decay_steps")
-    train_intensity: float = option(
-        0.5, "training", "the most gradient steps the learner takes per sampled environment step "
-        "(it waits when it is ahead)")
-    target_update_freq: int = option(128, "training", "learner updates between target-network updates")
-    max_sample_lead: int | None = option(
-        None, "training", "environment steps the workers may sample beyond train_intensity's share "
-        "of the learner's updates before they wait (None: they never wait, as in the paper; set it "
-        "where workers and learner share few cores)")
-    worker_epsilon_alpha: float = option(
-        7.0, "training", "Ape-X: worker i of N explores with ε^(1 + alpha·i/(N-1))")
-    num_replay_shards: int = option(1, "training", "replay-buffer actors; the capacity is split among them")
-    weight_sync_interval: int = option(
-        128, "training", "environment steps each acting worker takes between weight fetches and reports")
-    weight_publish_interval: int = option(
-        16, "training", "learner updates between sending weights to the parameter server")
-    replay_prefetch: int = option(
-        4, "training", "minibatch requests the learner keeps in flight per replay shard")
-    min_time_s_per_iteration: float = option(
-        1.0, "reporting", "seconds train() learns for before it returns a result")
-    checkpoint_replay: bool = option(
-        False, "training", "save the replay shards' contents in checkpoints (can be gigabytes)")
-
-    def validate(self) -> None:
-        super().validate()
-        if self.engine != "ray":
-            raise ConfigError(
-                f"apex_dqn runs its acting workers, replay shards and parameter server as Ray "
-                f"actors, so engine={self.engine!r} cannot host it; use engine='ray', or the "
-                "synchronous algorithm 'dqn', which runs on every engine")
-        if self.num_workers == 0:
-            raise ConfigError("apex_dqn needs num_workers >= 1 acting workers, got num_workers=0")
-        if self.observation_filter != "NoFilter":
-            raise ConfigError(f"apex_dqn takes observation_filter='NoFilter', got "
-                              f"{self.observation_filter!r}: workers never wait to merge statistics")
-        if self.normalize_rewards:
-            raise ConfigError("apex_dqn takes normalize_rewards=False, got True: workers never wait to "
-                              "merge statistics (clip_rewards works)")
-        for key in ("num_replay_shards", "weight_sync_interval", "weight_publish_interval",
-                    "replay_prefetch", "min_time_s_per_iteration"):
-            if getattr(self, key) <= 0:
-                raise ConfigError(f"config key '{key}' must be > 0, got {getattr(self, key)!r}")
-        if self.max_sample_lead is not None and self.max_sample_lead < 0:
-            raise ConfigError(f"config key 'max_sample_lead' must be >= 0 or None, got {self.max_sample_lead!r}")
-        if self.worker_epsilon_alpha < 0:
-            raise ConfigError(f"config key 'worker_epsilon_alpha' must be >= 0, "
-                              f"got {self.worker_epsilon_alpha!r}")
-
-    def to_play(self) -> dict[str, Any]:
-        """Only Ray can host Ape-X's actors: an embedded cluster and one acting worker, never
-        started (episodes are played in this process, by the learner's network)."""
-        return {**super().to_play(), "engine": "ray", "num_workers": 1}
-
-    def build(self, env: Any = None) -> ApexDQN:
-        return ApexDQN(self._prepare_build(env))
 
 
 # Settings with which two acting workers and one shard reach 475 on CartPole-v1 (the learning

@@ -13,53 +13,16 @@ standardise them over the batch, and take one RMSProp step on
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
-
 import numpy as np
 import torch
 
 from volley.algorithm import Algorithm
-from volley.config import AlgorithmConfig, ModelConfig, option
-from volley.errors import ConfigError
+from volley.algorithm_configs import PGConfig
+from volley.config import AlgorithmConfig
 from volley.models import ActorCritic
 from volley.optim import RMSprop
 from volley.rollout.advantages import discounted_returns
 from volley.rollout.batch import Batch
-
-
-@dataclass(kw_only=True)
-class PGConfig(AlgorithmConfig):
-    """Policy-gradient keys on top of :class:`~volley.config.AlgorithmConfig`.
-
-    The defaults are Karpathy's Pong settings (10 episodes per update, RMSProp with
-    decay 0.99, one 200-unit ReLU layer); for CartPole raise ``lr`` to about 1e-2.
-    """
-
-    algo_name: ClassVar[str] = "pg"
-
-    lr: float = option(1e-4, "training", "RMSProp learning rate")
-    decay_rate: float = option(0.99, "training", "RMSProp decay of the squared-gradient average")
-    batch_episodes: int = option(10, "training", "whole episodes per update")
-    mode: Literal["samples", "gradients"] = option(
-        "samples", "training", "'samples': workers send episodes; 'gradients': workers send gradients")
-    reset_return_on_reward: bool = option(
-        False, "training", "restart the discounted return at every non-zero reward (Pong: each point)")
-    standardize_returns: bool = option(True, "training", "subtract the batch mean, divide by its std")
-    grad_clip: float | None = option(None, "training", "max global gradient norm (None: no clipping)")
-    model: ModelConfig = option(ModelConfig(fcnet_hiddens=[200], fcnet_activation="relu",
-                                            vf_share_layers=True), "training",
-                                "network settings (PG reads only the policy head)")
-
-    def validate(self) -> None:
-        super().validate()
-        if self.batch_episodes <= 0:
-            raise ConfigError(f"config key 'batch_episodes' must be > 0, got {self.batch_episodes!r}")
-        if not 0.0 < self.decay_rate < 1.0:
-            raise ConfigError(f"config key 'decay_rate' must be in (0, 1), got {self.decay_rate!r}")
-
-    def build(self, env: Any = None) -> PG:
-        return PG(self._prepare_build(env))
 
 
 def gradient_pieces(policy: ActorCritic, batch: Batch, config: AlgorithmConfig

@@ -11,18 +11,21 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import gymnasium as gym
 import numpy as np
-import torch
 
 from volley.config import AlgorithmConfig, RolloutPlan
 from volley.envs import EnvCreator
-from volley.models import Policy
 from volley.replay import Prioritization
 from volley.rollout.batch import Batch
 from volley.rollout.worker import Postprocess, RolloutWorker, SampleResult
+
+if TYPE_CHECKING:  # a Ray worker unpickles this module's recipe: it imports torch only if it uses it
+    import torch
+
+    from volley.models import Policy
 
 
 class Replica(Protocol):
@@ -103,9 +106,9 @@ class WorkerGroup(ABC):
 
 
 # worker-side: set a run's exploration on the acting worker's policy (Ape-X: ε on the Q-network)
-Explore = Callable[[Policy, float], None]
+Explore = Callable[["Policy", float], None]
 # worker-side: the first priorities [B] of a fragment's rows (Ape-X: |TD error| by its own network)
-Priorities = Callable[[Policy, Batch, AlgorithmConfig], np.ndarray]
+Priorities = Callable[["Policy", Batch, AlgorithmConfig], np.ndarray]
 
 
 @dataclass(frozen=True)

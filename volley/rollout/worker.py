@@ -26,11 +26,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
 
+from volley.acting import Acting, NumpyActor, ObsPreprocessor
 from volley.config import AlgorithmConfig, RolloutPlan
 from volley.envs import (
     ERROR_INFO,
@@ -43,9 +44,11 @@ from volley.envs import (
     reset_seeded,
 )
 from volley.errors import EnvError, VolleyError
-from volley.models import Policy, build_policy
 from volley.rollout.batch import Batch
 from volley.rollout.filters import FilterStats, RewardNormalizer, make_filter
+
+if TYPE_CHECKING:
+    from volley.models import Policy
 
 Postprocess = Callable[[dict[str, np.ndarray], AlgorithmConfig], dict[str, np.ndarray]]
 
@@ -108,8 +111,14 @@ class RolloutWorker:
         self.action_space = self.env.single_action_space
         if config.normalize_actions:
             check_normalizable(self.action_space, config.env)
-        self.preprocess, self.policy = build_policy(self.observation_space, self.action_space,
-                                                    config.model, config.network, config.head_hiddens)
+        self.preprocess = ObsPreprocessor(self.observation_space)
+        # An MLP acts in numpy; the torch network is built only when something needs it (a CNN's
+        # forward pass, an algorithm's worker-side function), so a worker that only acts through
+        # an MLP never imports torch: about a second less to start each Ray worker.
+        self.actor = None if self.preprocess.is_image else NumpyActor(
+            self.preprocess.shape[0], self.action_space, config.model, config.network, config.head_hiddens)
+        self._policy: Policy | None = None
+        self._weights: np.ndarray | None = None  # the flat weights last loaded
         self.obs_filter = make_filter(config.observation_filter, self.preprocess.shape)
         self.reward_filter = RewardNormalizer(self.num_envs, config.gamma) if config.normalize_rewards else None
         self._obs: np.ndarray | None = None  # preprocessed, unfiltered, [N, *obs_shape]
@@ -127,6 +136,26 @@ class RolloutWorker:
                                creator=self.env_creator,
                                atari_preprocessing=self.config.atari_preprocessing,
                                render_mode=self.render_mode)
+
+    @property
+    def policy(self) -> Policy:
+        """The torch network with the weights last loaded, built on first use: what acts on images,
+        and what an algorithm's worker-side functions (gradients, priorities) are given. Once
+        built, it is what the worker acts with, so a change made to it (Ape-X's ε) is acted on."""
+        if self._policy is None:
+            from volley.models import build_policy
+
+            self._policy = build_policy(self.observation_space, self.action_space, self.config.model,
+                                        self.config.network, self.config.head_hiddens)[1]
+            if self._weights is not None:
+                self._policy.set_flat_weights(self._weights)
+        return self._policy
+
+    def act(self, obs: np.ndarray, explore: bool) -> Acting:
+        """Actions, their log-probabilities and the values for (filtered) observations ``obs``."""
+        if self.actor is not None and self._policy is None:
+            return self.actor(obs, self.streams, explore)
+        return self.policy.act(obs, self.streams, explore)
 
     @property
     def observations(self) -> np.ndarray | None:
@@ -173,7 +202,7 @@ class RolloutWorker:
         filters' statistics; ``explore`` samples actions instead of taking the most likely."""
         assert self._obs is not None
         obs = self.obs_filter(self._obs, update=training)
-        actions_np, logp, values = self.policy.act(obs, self.streams, explore)
+        actions_np, logp, values = self.act(obs, explore)
         self._step_count += 1
         vector_error: Exception | None = None
         try:
@@ -317,7 +346,7 @@ class RolloutWorker:
         columns = {key: np.stack([s[key] for s in steps]) for key in steps[0] if key != "obs"}
         assert self._obs is not None
         last_obs = self.obs_filter(self._obs, update=False)
-        last_values = self.policy.act(last_obs, self.streams, False)[2]  # the mode: no random draw
+        last_values = self.act(last_obs, False)[2]  # the mode: no random draw
         # next_obs[t] = obs[t + 1]: the observation step t led to (the final one after an episode
         # end, as NEXT_STEP autoreset shows it on the reset step). Both are views of one array.
         all_obs = np.stack([s["obs"] for s in steps] + [last_obs])  # [T + 1, N, *obs_shape]
@@ -336,7 +365,11 @@ class RolloutWorker:
 
     def _load(self, weights: np.ndarray, filters: FilterStats | None) -> None:
         """Take the learner's weights and the merged filter statistics."""
-        self.policy.set_flat_weights(weights)
+        self._weights = weights
+        if self._policy is not None:
+            self._policy.set_flat_weights(weights)
+        elif self.actor is not None:
+            self.actor.load(weights)
         if filters is not None and filters.obs is not None:
             self.obs_filter.set_stats(filters.obs)
         if filters is not None and filters.reward is not None and self.reward_filter is not None:
