@@ -4,7 +4,7 @@ SB3 uses rl-zoo's tuned CartPole-v1 hyperparameters; volley uses its defaults, a
 ``volley train`` does. How runs are timed: benchmarks/time_to_475.py.
 
     python benchmarks/cartpole_ppo.py --seeds 0 1 2          # prints a markdown table
-    python benchmarks/cartpole_ppo.py --only volley-ray volley-ray-async   # some runners, and sb3
+    python benchmarks/cartpole_ppo.py --only volley-ray volley-ray-16   # some runners, and sb3
 """
 
 from __future__ import annotations
@@ -12,13 +12,16 @@ from __future__ import annotations
 from time_to_475 import main, sb3_report, sb3_stop_at_threshold, train_volley
 
 
-def run_volley(engine: str, seed: int, sample_async: bool = False) -> dict:
-    """``sample_async``: Ray workers sample the next batch while the learner updates (APPO-style)."""
+def run_volley(engine: str, seed: int, sample_async: bool = False, envs_per_worker: int | None = None) -> dict:
+    """``sample_async``: Ray workers sample the next batch while the learner updates (APPO-style);
+    ``envs_per_worker`` replaces the default ("auto": 16 environments shared among the workers)."""
     from volley import PPOConfig
 
     config = PPOConfig().environment("CartPole-v1").resources(engine=engine).debugging(seed=seed)
     if engine == "ray":
         config.resources(num_cpus=2).rollouts(sample_async=sample_async)
+    if envs_per_worker is not None:
+        config.rollouts(num_envs_per_worker=envs_per_worker)
     return train_volley(config.build(), max_steps=500_000)
 
 
@@ -39,7 +42,9 @@ def run_sb3(seed: int) -> dict:
 
 
 RUNNERS = {"volley-local": lambda s: run_volley("local", s), "volley-ray": lambda s: run_volley("ray", s),
-           "volley-ray-async": lambda s: run_volley("ray", s, sample_async=True), "sb3": run_sb3}
+           "volley-ray-async": lambda s: run_volley("ray", s, sample_async=True),
+           # the Ray engine's batch before num_envs_per_worker="auto": 2 workers x 16 envs x 64 steps
+           "volley-ray-16": lambda s: run_volley("ray", s, envs_per_worker=16), "sb3": run_sb3}
 
 
 if __name__ == "__main__":

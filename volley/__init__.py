@@ -1,8 +1,10 @@
 """volley: reinforcement learning with parallel and distributed experience collection.
 
 The public names load on first use (PEP 562), so importing one layer (``volley.engines``,
-``volley.config``) never imports the layers above it; the first of them imports every
-built-in algorithm, so each is registered by name.
+``volley.config``) never imports the layers above it. An algorithm class (or ``Algorithm``)
+imports every built-in algorithm, so each is registered by name; the configs, errors and
+``register_env`` import no torch, so a script's ``config.build()`` can start Ray's cluster
+before torch loads (:func:`volley.algorithm_configs.building`).
 """
 
 from __future__ import annotations
@@ -14,18 +16,8 @@ from volley._version import __version__
 
 if TYPE_CHECKING:
     from volley.algorithm import Algorithm
-    from volley.algorithms import (
-        DQN,
-        PG,
-        PPO,
-        TRPO,
-        ApexDQN,
-        ApexDQNConfig,
-        DQNConfig,
-        PGConfig,
-        PPOConfig,
-        TRPOConfig,
-    )
+    from volley.algorithm_configs import ApexDQNConfig, DQNConfig, PGConfig, PPOConfig, TRPOConfig
+    from volley.algorithms import DQN, PG, PPO, TRPO, ApexDQN
     from volley.config import AlgorithmConfig, ModelConfig
     from volley.envs import register_env
     from volley.errors import CheckpointError, ConfigError, EnvError, VolleyError
@@ -34,15 +26,17 @@ _HOMES = {
     "Algorithm": "volley.algorithm", "AlgorithmConfig": "volley.config", "ModelConfig": "volley.config",
     "register_env": "volley.envs", **dict.fromkeys(["CheckpointError", "ConfigError", "EnvError",
                                                     "VolleyError"], "volley.errors"),
-    **dict.fromkeys(["ApexDQN", "ApexDQNConfig", "DQN", "DQNConfig", "PG", "PGConfig", "PPO", "PPOConfig",
-                     "TRPO", "TRPOConfig"], "volley.algorithms"),
+    **dict.fromkeys(["ApexDQNConfig", "DQNConfig", "PGConfig", "PPOConfig", "TRPOConfig"],
+                    "volley.algorithm_configs"),
+    **dict.fromkeys(["ApexDQN", "DQN", "PG", "PPO", "TRPO"], "volley.algorithms"),
 }
 
 
 def __getattr__(name: str) -> Any:
     if name not in _HOMES:
         raise AttributeError(f"module 'volley' has no attribute {name!r}")
-    importlib.import_module("volley.algorithms")  # registers the built-in algorithms by name
+    if name == "Algorithm" or _HOMES[name] == "volley.algorithms":
+        importlib.import_module("volley.algorithms")  # registers the built-in algorithms by name
     return getattr(importlib.import_module(_HOMES[name]), name)
 
 

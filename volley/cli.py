@@ -240,7 +240,7 @@ def _train(args: argparse.Namespace) -> int:
         stop = _stop(args, saved.get("stop", {}))
         config = algo.config
         print(f"volley: {type(algo).__name__} on {config.env}, engine {config.engine}, "
-              f"{algo.workers.plan.num_workers} worker(s) x {config.num_envs_per_worker} envs, "
+              f"{algo.workers.plan.num_workers} worker(s) x {algo.workers.plan.num_envs_per_worker} envs, "
               f"seed {config.seed}")
         print(f"volley: run directory {run_dir}")
         if not stop.is_set:

@@ -29,6 +29,10 @@ GROUPS = ("environment", "rollouts", "training", "exploration", "resources", "fr
           "evaluation", "reporting", "fault_tolerance", "learners", "api_stack", "rl_module", "multi_agent",
           "callbacks", "offline_data", "checkpointing")
 
+# Environments in all when num_envs_per_worker is "auto": the count PPO's defaults were tuned with
+# (16 x 128 steps per batch); shared among the workers, every engine samples batches of one shape
+AUTO_ENVS = 16
+
 
 def option(default: Any, group: str, help: str) -> Any:
     """A config field with its builder group and help text (the docs are generated from these)."""
@@ -115,7 +119,9 @@ class AlgorithmConfig:
     num_workers: int | Literal["auto"] = option(
         "auto", "rollouts", "rollout workers; 0 samples in the driver process; 'auto' is the CPU count "
         "(0 on the local engine)")
-    num_envs_per_worker: int = option(16, "rollouts", "environments each worker steps as one vector")
+    num_envs_per_worker: int | Literal["auto"] = option(
+        "auto", "rollouts", "environments each worker steps as one vector; 'auto' shares 16 among the "
+        "workers (16 on the local engine, 8 each for 2 workers), so a batch has one shape on every engine")
     rollout_fragment_length: int | Literal["auto"] = option(
         "auto", "rollouts", "steps per environment per sample; 'auto' divides train_batch_size evenly")
     batch_mode: Literal["truncate_episodes", "complete_episodes"] = option(
@@ -375,20 +381,26 @@ class AlgorithmConfig:
                 num_workers = int(self.num_workers)
             else:
                 num_workers = 0 if self.engine == "local" else (os.cpu_count() or 1)
+        if self.num_envs_per_worker != "auto":
+            num_envs = int(self.num_envs_per_worker)
+        else:
+            num_envs = math.ceil(AUTO_ENVS / max(1, num_workers))
         if self.rollout_fragment_length != "auto":
             fragment = int(self.rollout_fragment_length)
         else:
-            fragment = max(1, math.ceil(self.train_batch_size / (max(1, num_workers) * self.num_envs_per_worker)))
-        return RolloutPlan(num_workers, self.num_envs_per_worker, fragment)
+            fragment = max(1, math.ceil(self.train_batch_size / (max(1, num_workers) * num_envs)))
+        return RolloutPlan(num_workers, num_envs, fragment)
 
     def validate(self) -> None:
         """Check ranges and combinations; raise a ConfigError that names the value."""
-        positive = {"num_envs_per_worker": self.num_envs_per_worker, "lr": self.lr,
+        positive = {"lr": self.lr,
                     "train_batch_size": self.train_batch_size,
                     "evaluation_duration": self.evaluation_duration,
                     "metrics_num_episodes_for_smoothing": self.metrics_num_episodes_for_smoothing,
                     "num_cpus_per_worker": self.num_cpus_per_worker,
                     "max_consecutive_skips": self.max_consecutive_skips}
+        if self.num_envs_per_worker != "auto":
+            positive["num_envs_per_worker"] = self.num_envs_per_worker
         if self.rollout_fragment_length != "auto":
             positive["rollout_fragment_length"] = self.rollout_fragment_length
         if self.num_cpus is not None:

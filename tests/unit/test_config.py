@@ -77,6 +77,16 @@ def test_round_trip_through_dict_and_derived_values():
     assert config.plan(num_workers=4).fragment_length == 63  # a count the engine imposes (MPI ranks)
 
 
+@pytest.mark.parametrize("engine, workers, envs, fragment", [
+    ("local", "auto", 16, 128), ("ray", 0, 16, 128), ("ray", 2, 8, 128), ("ray", 3, 6, 114),
+    ("mpi", 16, 1, 128), ("ray", 32, 1, 64),
+])
+def test_auto_envs_share_sixteen_among_the_workers(engine, workers, envs, fragment):
+    plan = PPOConfig().resources(engine=engine).rollouts(num_workers=workers).plan()
+    assert (plan.num_envs_per_worker, plan.fragment_length) == (envs, fragment)  # 2048 steps a batch
+    assert PPOConfig().rollouts(num_workers=2, num_envs_per_worker=16).plan().num_envs_per_worker == 16
+
+
 def test_fault_tolerance_group_takes_rllib_names():
     config = PPOConfig().fault_tolerance(restart_failed_env_runners=False, max_num_env_runner_restarts=3,
                                          env_errors="raise")
