@@ -1,5 +1,7 @@
 """Start-up: seconds from launching ``volley train`` to the end of its first iteration, whole process.
 
+``--engines ray-library`` times a script's ``config.build()`` and first ``train()`` instead.
+
 Each run launches ``python -m volley train ... --max-iters 1`` and reads its output as it
 comes: the first iteration has ended when its row is printed (``iter`` 1 of the table). The
 time to the process's exit is shown beside it; the difference is the teardown (the final
@@ -9,6 +11,7 @@ that slows down slows every tree alike; each tree's library is taken from it by
 
     python benchmarks/startup.py --runs 5                          # this checkout, local and Ray
     python benchmarks/startup.py --runs 5 --trees /work/old .     # two trees, interleaved
+    python benchmarks/startup.py --runs 8 --engines ray-library --trees /work/old .
 """
 
 from __future__ import annotations
@@ -26,6 +29,19 @@ ENGINES = {
     "local": ["--engine", "local"],
     "ray": ["--engine", "ray", "--workers", "2", "--num-cpus", "2"],
 }
+# The library path of a script (``config.build()``, then ``train()``), Ray with 2 workers: it
+# prints a row starting with 1 when its first iteration has ended, as ``volley train`` does
+LIBRARY = ("from volley import PPOConfig\n"
+           "algo = PPOConfig().environment('CartPole-v1').resources(engine='ray', num_cpus=2)"
+           ".rollouts(num_workers=2).build()\n"
+           "print(1, algo.train()['timesteps_total'], flush=True)\n"
+           "algo.stop()\n")
+
+
+def command(engine: str, logdir: str) -> list[str]:
+    if engine == "ray-library":
+        return [sys.executable, "-c", LIBRARY]
+    return [sys.executable, "-m", "volley", "train", *ENGINES[engine], "--max-iters", "1", "--logdir", logdir]
 
 
 def one_run(tree: Path, engine: str) -> tuple[float, float]:
@@ -33,8 +49,7 @@ def one_run(tree: Path, engine: str) -> tuple[float, float]:
     with tempfile.TemporaryDirectory() as logdir:
         env = {**os.environ, "PYTHONPATH": str(tree.resolve())}
         start = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-m", "volley", "train", *ENGINES[engine], "--max-iters", "1",
-                                 "--logdir", logdir], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(command(engine, logdir), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True, env=env)
         assert proc.stdout is not None
         first, lines = None, []
@@ -51,7 +66,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--trees", type=Path, nargs="+", default=[Path(__file__).parents[1]])
-    parser.add_argument("--engines", nargs="+", choices=list(ENGINES), default=list(ENGINES))
+    parser.add_argument("--engines", nargs="+", choices=[*ENGINES, "ray-library"], default=list(ENGINES),
+                        help="ray-library: a script's config.build() and train(), Ray with 2 workers")
     args = parser.parse_args()
     firsts: dict[tuple[Path, str], list[float]] = {}
     exits: dict[tuple[Path, str], list[float]] = {}

@@ -1,10 +1,8 @@
 """volley: reinforcement learning with parallel and distributed experience collection.
 
 The public names load on first use (PEP 562), so importing one layer (``volley.engines``,
-``volley.config``) never imports the layers above it. An algorithm class (or ``Algorithm``)
-imports every built-in algorithm, so each is registered by name; the configs, errors and
-``register_env`` import no torch, so a script's ``config.build()`` can start Ray's cluster
-before torch loads (:func:`volley.algorithm_configs.building`).
+``volley.config``) never imports the layers above it; the first of them imports every
+built-in algorithm, so each is registered by name.
 """
 
 from __future__ import annotations
@@ -16,8 +14,18 @@ from volley._version import __version__
 
 if TYPE_CHECKING:
     from volley.algorithm import Algorithm
-    from volley.algorithm_configs import ApexDQNConfig, DQNConfig, PGConfig, PPOConfig, TRPOConfig
-    from volley.algorithms import DQN, PG, PPO, TRPO, ApexDQN
+    from volley.algorithms import (
+        DQN,
+        PG,
+        PPO,
+        TRPO,
+        ApexDQN,
+        ApexDQNConfig,
+        DQNConfig,
+        PGConfig,
+        PPOConfig,
+        TRPOConfig,
+    )
     from volley.config import AlgorithmConfig, ModelConfig
     from volley.envs import register_env
     from volley.errors import CheckpointError, ConfigError, EnvError, VolleyError
@@ -26,17 +34,15 @@ _HOMES = {
     "Algorithm": "volley.algorithm", "AlgorithmConfig": "volley.config", "ModelConfig": "volley.config",
     "register_env": "volley.envs", **dict.fromkeys(["CheckpointError", "ConfigError", "EnvError",
                                                     "VolleyError"], "volley.errors"),
-    **dict.fromkeys(["ApexDQNConfig", "DQNConfig", "PGConfig", "PPOConfig", "TRPOConfig"],
-                    "volley.algorithm_configs"),
-    **dict.fromkeys(["ApexDQN", "DQN", "PG", "PPO", "TRPO"], "volley.algorithms"),
+    **dict.fromkeys(["ApexDQN", "ApexDQNConfig", "DQN", "DQNConfig", "PG", "PGConfig", "PPO", "PPOConfig",
+                     "TRPO", "TRPOConfig"], "volley.algorithms"),
 }
 
 
 def __getattr__(name: str) -> Any:
     if name not in _HOMES:
         raise AttributeError(f"module 'volley' has no attribute {name!r}")
-    if name == "Algorithm" or _HOMES[name] == "volley.algorithms":
-        importlib.import_module("volley.algorithms")  # registers the built-in algorithms by name
+    importlib.import_module("volley.algorithms")  # registers the built-in algorithms by name
     return getattr(importlib.import_module(_HOMES[name]), name)
 
 

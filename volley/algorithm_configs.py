@@ -9,14 +9,10 @@ start-up (benchmarks/RESULTS.md, start-up). ``build()`` imports its algorithm wh
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from volley.config import AlgorithmConfig, ModelConfig, NetworkKind, option
-from volley.engines import ray_boot
-from volley.envs import check_env_id
 from volley.errors import ConfigError
 from volley.replay import Prioritization
 
@@ -26,28 +22,6 @@ if TYPE_CHECKING:
     from volley.algorithms.pg import PG
     from volley.algorithms.ppo import PPO
     from volley.algorithms.trpo import TRPO
-
-ConfigT = TypeVar("ConfigT", bound=AlgorithmConfig)
-
-
-@contextmanager
-def building(config: ConfigT, env: Any) -> Iterator[ConfigT]:
-    """Around every ``build(env=...)``: set ``env`` on the config, as RLlib does, and when the
-    valid config's run starts an embedded Ray cluster, begin that start in the background.
-
-    ``ray.init`` takes about 2 s here, mostly waiting for the cluster's processes; begun before
-    the algorithm's module (and torch) is imported, it overlaps that import (about 1 s less to
-    the first iteration, benchmarks/RESULTS.md). A cluster begun and not taken (the build
-    failed, or needed none) is shut down before ``build`` returns or raises.
-    """
-    config = config._prepare_build(env)
-    config.validate()  # the mistakes the algorithm would refuse, before any cluster starts
-    check_env_id(config.env)
-    ray_boot.begin_for(config)
-    try:
-        yield config
-    finally:
-        ray_boot.abandon()
 
 
 @dataclass(kw_only=True)
@@ -114,10 +88,9 @@ class PPOConfig(AlgorithmConfig):
             raise ConfigError(f"target_kl={self.target_kl} cannot be used with mpi_mode='allreduce'")
 
     def build(self, env: Any = None) -> PPO:
-        with building(self, env) as config:
-            from volley.algorithms.ppo import PPO
+        from volley.algorithms.ppo import PPO
 
-            return PPO(config)
+        return PPO(self._prepare_build(env))
 
 
 @dataclass(kw_only=True)
@@ -168,10 +141,9 @@ class TRPOConfig(AlgorithmConfig):
                               "TRPO trains the value network apart from the policy")
 
     def build(self, env: Any = None) -> TRPO:
-        with building(self, env) as config:
-            from volley.algorithms.trpo import TRPO
+        from volley.algorithms.trpo import TRPO
 
-            return TRPO(config)
+        return TRPO(self._prepare_build(env))
 
 
 @dataclass(kw_only=True)
@@ -205,10 +177,9 @@ class PGConfig(AlgorithmConfig):
             raise ConfigError(f"config key 'decay_rate' must be in (0, 1), got {self.decay_rate!r}")
 
     def build(self, env: Any = None) -> PG:
-        with building(self, env) as config:
-            from volley.algorithms.pg import PG
+        from volley.algorithms.pg import PG
 
-            return PG(config)
+        return PG(self._prepare_build(env))
 
 
 @dataclass(kw_only=True)
@@ -315,10 +286,9 @@ class DQNConfig(AlgorithmConfig):
                               "learning would never start")
 
     def build(self, env: Any = None) -> DQN:
-        with building(self, env) as config:
-            from volley.algorithms.dqn import DQN
+        from volley.algorithms.dqn import DQN
 
-            return DQN(config)
+        return DQN(self._prepare_build(env))
 
     def async_mode(self, **kwargs: Any) -> DQNConfig:
         """These settings as an :class:`~volley.algorithms.apex_dqn.ApexDQNConfig` (asynchronous
@@ -404,7 +374,6 @@ class ApexDQNConfig(DQNConfig):
         return {**super().to_play(), "engine": "ray", "num_workers": 1}
 
     def build(self, env: Any = None) -> ApexDQN:
-        with building(self, env) as config:
-            from volley.algorithms.apex_dqn import ApexDQN
+        from volley.algorithms.apex_dqn import ApexDQN
 
-            return ApexDQN(config)
+        return ApexDQN(self._prepare_build(env))

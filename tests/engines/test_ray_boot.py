@@ -1,5 +1,4 @@
-"""The Ray cluster ``volley train`` (or ``config.build()``) begins in the background is the one the run
-uses, and none is left behind.
+"""The Ray cluster ``volley train`` begins in the background is the one the run uses, and none is left behind.
 
 Each check runs in a fresh interpreter: the other engine tests share one Ray session in this
 process, and a background start only happens where Ray is not up yet.
@@ -12,10 +11,9 @@ import sys
 import textwrap
 
 SCRIPT = textwrap.dedent("""
-    import sys, threading, time
-    from volley import PPOConfig, register_env
-    assert "torch" not in sys.modules  # so build() can start the cluster before torch loads
+    import threading, time
     import ray
+    from volley import PPOConfig
     from volley.engines import ray_boot
 
     def boot_threads():
@@ -42,24 +40,6 @@ SCRIPT = textwrap.dedent("""
     algo = build(2)
     assert ray.cluster_resources()["CPU"] == 2, ray.cluster_resources()
     algo.stop()
-
-    # config.build() begins the start itself (in the background thread), and a build that
-    # fails leaves no cluster behind
-    algo = build(1)
-    assert algo.workers.started_ray and len(boot_threads()) == 1
-    algo.stop()
-
-    def broken(env_config):
-        raise RuntimeError("no such robot")
-
-    register_env("Broken-v0", broken)
-    try:
-        PPOConfig().environment("Broken-v0").update(engine="ray", num_workers=1, num_cpus=1).build()
-        raise AssertionError("built an algorithm whose environment cannot be made")
-    except Exception as exc:
-        assert "no such robot" in str(exc), exc
-    time.sleep(0.2)
-    assert not ray.is_initialized() and boot_threads() == [], boot_threads()
 
     # not taken (the run failed before it needed Ray): abandon() shuts it down
     ray_boot.begin({})

@@ -3,8 +3,7 @@
 ``volley train`` on the Ray engine spends about 1.5 s importing torch and the algorithm and
 then about 3.5 s in ``ray.init``, most of it waiting for the cluster's processes (GCS,
 raylet, dashboard, agents) to come up. The two overlap: as soon as the command line says
-that a run starts an embedded cluster (or ``config.build()`` has validated a config whose run
-does, :func:`begin_for`), :func:`begin` calls ``ray.init`` in a thread, and
+that a run starts an embedded cluster, :func:`begin` calls ``ray.init`` in a thread, and
 :func:`~volley.engines.ray_engine.init_ray` later takes that cluster (:func:`take`) instead
 of starting one. A cluster nobody takes (the config turned out to want none, or it was
 rejected) is shut down by :func:`abandon`.
@@ -21,12 +20,9 @@ import logging
 import os
 import sys
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from volley.engines import ray_reaper
-
-if TYPE_CHECKING:
-    from volley.config import AlgorithmConfig
 
 
 def cluster_kwargs(ray_address: str | None, num_cpus: int | None, log_level: str) -> dict[str, Any]:
@@ -107,14 +103,6 @@ def begin(settings: dict[str, Any]) -> None:
     ray = sys.modules.get("ray")  # imported only if something else did already
     if _pending is None and _taken is None and not (ray is not None and ray.is_initialized()):
         _pending = Boot(settings)
-
-
-def begin_for(config: AlgorithmConfig) -> None:
-    """:func:`begin` for a valid ``config`` about to be built (``config.build()``), if its run
-    starts an embedded cluster: Ray workers, no ``ray_address`` to join."""
-    if (config.engine == "ray" and config.ray_address is None and not os.environ.get("RAY_ADDRESS")
-            and config.plan().num_workers > 0):
-        begin({"num_cpus": config.num_cpus, "log_level": config.log_level})
 
 
 def take() -> Boot | None:
