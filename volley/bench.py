@@ -158,6 +158,7 @@ def measure_sampler(env: str, num_envs: int, overrides: dict[str, Any], seconds:
 
     from volley.algorithms.ppo import PPO, PPOConfig
     from volley.envs import make_vector_env
+    from volley.models import build_policy
     from volley.rollout.worker import RolloutWorker
 
     torch.set_num_threads(1)  # as in every worker
@@ -165,11 +166,14 @@ def measure_sampler(env: str, num_envs: int, overrides: dict[str, Any], seconds:
         train_batch_size=2048, **overrides)
     plan = config.plan(num_workers=1)
     worker = RolloutWorker(config, 0, PPO.postprocess, plan=plan)
-    weights = worker.policy.get_flat_weights()
+    # the learner's weights, built apart: the worker acts as a Ray worker does (an MLP in numpy,
+    # its torch network never built)
+    weights = build_policy(worker.observation_space, worker.action_space, config.model, config.network,
+                           config.head_hiddens)[1].get_flat_weights()
     volley = _rate(lambda: worker.sample(weights, None), plan.fragment_length * num_envs, seconds)
     assert worker.observations is not None
     obs = worker.obs_filter(worker.observations, update=False)
-    forward = _rate(lambda: worker.policy.act(obs, worker.streams, True), num_envs, seconds)
+    forward = _rate(lambda: worker.act(obs, True), num_envs, seconds)
     worker.env.close()
     native = num_envs > 1 or env.startswith("ALE/") and "-ram" not in env  # a vector of its own
     vec = make_vector_env(env, num_envs) if native else None

@@ -74,3 +74,18 @@ def test_bench_speedup_prints_one_row_per_worker_count():
     assert float(serial[5]) == 1.00
     wall, steps, rate = float(rows[1][2]), int(rows[1][3]), float(rows[1][4])
     assert steps / (wall + 0.05) <= rate <= steps / (wall - 0.05)  # steps over wall s, shown to 0.1 s
+
+
+def test_bench_sampler_rows_add_up():
+    """One row per environment (an MLP acting in numpy, a CNN in torch), each ratio the one its
+    own rates give."""
+    out = volley("bench", "sampler", "--seconds", "0.2", "--env", "CartPole-v1", "--env", "ALE/Pong-v5")
+    assert out.returncode == 0, out.stderr
+    rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in out.stdout.splitlines()
+            if re.match(r"\| [\w/-]+ \| \d", line)]
+    assert [(row[0], int(row[1])) for row in rows] == [("CartPole-v1", 16), ("ALE/Pong-v5", 1)]
+    for row in rows:
+        raw, forward, floor, sampled = (float(cell.replace(",", "")) for cell in row[2:6])
+        assert min(raw, forward, floor, sampled) > 0, row
+        assert abs(floor - 1 / (1 / raw + 1 / forward)) <= 1, row  # shown to the step
+        assert abs(float(row[6]) - sampled / raw) <= 0.006 and abs(float(row[7]) - sampled / floor) <= 0.006, row
