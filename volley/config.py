@@ -120,8 +120,9 @@ class AlgorithmConfig:
         "auto", "rollouts", "rollout workers; 0 samples in the driver process; 'auto' is the CPU count "
         "(0 on the local engine)")
     num_envs_per_worker: int | Literal["auto"] = option(
-        "auto", "rollouts", "environments each worker steps as one vector; 'auto' shares 16 among the "
-        "workers (16 on the local engine, 8 each for 2 workers), so a batch has one shape on every engine")
+        "auto", "rollouts", f"environments each worker steps as one vector; 'auto' shares {AUTO_ENVS} "
+        "among the workers (all on the local engine, half each for 2 workers), so a batch has one shape "
+        "on every engine")
     rollout_fragment_length: int | Literal["auto"] = option(
         "auto", "rollouts", "steps per environment per sample; 'auto' divides train_batch_size evenly")
     batch_mode: Literal["truncate_episodes", "complete_episodes"] = option(

@@ -84,6 +84,9 @@ def test_round_trip_through_dict_and_derived_values():
 def test_auto_envs_share_sixteen_among_the_workers(engine, workers, envs, fragment):
     plan = PPOConfig().resources(engine=engine).rollouts(num_workers=workers).plan()
     assert (plan.num_envs_per_worker, plan.fragment_length) == (envs, fragment)  # 2048 steps a batch
+
+
+def test_a_number_of_envs_is_per_worker_as_in_rllib():
     assert PPOConfig().rollouts(num_workers=2, num_envs_per_worker=16).plan().num_envs_per_worker == 16
 
 
