@@ -1,4 +1,5 @@
-"""The rollout worker: bootstrapping at truncations, complete episodes, one-hot FrozenLake."""
+"""The rollout worker: its random streams, bootstrapping at truncations, complete episodes, one-hot
+FrozenLake."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import torch
 from gymnasium.wrappers import TimeLimit
 
 from volley import PPOConfig
-from volley.rollout.worker import RolloutWorker
+from volley.rollout.worker import EnvStreams, RolloutWorker
 
 
 class Counter(gym.Env):
@@ -94,3 +95,16 @@ def test_each_complete_episodes_batch_starts_from_new_initial_states():
     expected, _ = gym.make("Pendulum-v1").reset(seed=7)
     np.testing.assert_allclose(first[0], expected, rtol=1e-6)  # env 0's first episode: seed + 0
     assert not np.allclose(first[0], second[0])
+
+
+def test_streams_give_each_env_the_draws_of_its_own_generator_across_blocks():
+    steps = EnvStreams.BLOCK + 7  # past the first block
+    uniforms = EnvStreams(5, [3, 4])
+    normals = EnvStreams(5, [3, 4])
+    got_u = np.stack([uniforms.uniform() for _ in range(steps)])
+    got_n = np.stack([normals.normal(6) for _ in range(steps)])
+    for column, index in enumerate([3, 4]):
+        single = np.random.default_rng([5, index])
+        np.testing.assert_array_equal(got_u[:, column], [single.random() for _ in range(steps)])
+        single = np.random.default_rng([5, index])
+        np.testing.assert_array_equal(got_n[:, column], [single.standard_normal(6) for _ in range(steps)])

@@ -70,19 +70,34 @@ class SampleResult:
 
 
 class EnvStreams:
-    """One numpy generator per environment, seeded from (seed, global env index)."""
+    """One numpy generator per environment, seeded from (seed, global env index).
+
+    Values are drawn ``BLOCK`` at a time per environment and handed out one step's row at a
+    time: a block holds exactly the values as many single draws would have returned (numpy
+    fills an array value by value from the same stream), so acting stays a function of the
+    seed, and a step costs one indexing instead of a Python loop over the environments
+    (4 µs for 16 of them). Each stream serves one kind of draw, as each policy makes one:
+    uniforms for discrete actions, normals of one width for continuous ones.
+    """
+
+    BLOCK = 256
 
     def __init__(self, seed: int, env_indices: list[int]) -> None:
         self.generators = [np.random.default_rng([seed, i]) for i in env_indices]
+        self._block = np.empty((len(self.generators), 0))  # [N, BLOCK] or [N, BLOCK, dim]
+        self._next = 0  # the block's next unused step
+
+    def _draw(self, fill: Callable[[np.random.Generator], np.ndarray]) -> np.ndarray:
+        if self._next == self._block.shape[1]:
+            self._block, self._next = np.stack([fill(g) for g in self.generators]), 0
+        self._next += 1
+        return self._block[:, self._next - 1]
 
     def uniform(self) -> np.ndarray:
-        return np.array([g.random() for g in self.generators])
+        return self._draw(lambda g: g.random(self.BLOCK))
 
     def normal(self, dim: int) -> np.ndarray:
-        out = np.empty((len(self.generators), dim))
-        for generator, row in zip(self.generators, out, strict=True):
-            generator.standard_normal(out=row)
-        return out
+        return self._draw(lambda g: g.standard_normal((self.BLOCK, dim)))
 
 
 class RolloutWorker:
@@ -240,7 +255,7 @@ class RolloutWorker:
         """Which envs failed this step (raised, or gave NaN/inf), or None, the usual case: one
         vectorised check of the whole step, and no per-env work unless something is wrong."""
         if (vector_error is None and ERROR_INFO not in infos and _finite(obs)
-                and (rewards is None or np.isfinite(rewards).all())):
+                and (rewards is None or _finite(rewards))):
             return None
         if vector_error is not None:
             return np.ones(self.num_envs, bool)
@@ -333,23 +348,27 @@ class RolloutWorker:
                 pending[failed] = 0
                 episode_start[failed] = len(steps)
             done = self._autoreset
-            episode_start[done] = len(steps)
-            self._finish_episodes(done, returns, lengths)
+            ended = np.count_nonzero(done) > 0  # on most steps none did, and the lines below have nothing to do
+            if ended:
+                episode_start[done] = len(steps)
+                self._finish_episodes(done, returns, lengths)
             if complete_episodes:
                 pending += step["valid"]
-                collected += int(pending[done].sum())
-                pending[done] = 0
+                if ended:
+                    collected += int(pending[done].sum())
+                    pending[done] = 0
                 if (collected >= target if min_episodes is None else len(returns) >= min_episodes):
                     break
             elif len(steps) == self.fragment_length:
                 break
-        columns = {key: np.stack([s[key] for s in steps]) for key in steps[0] if key != "obs"}
+        # np.array stacks a list of equal arrays as np.stack does, in a third of its time per array
+        columns = {key: np.array([s[key] for s in steps]) for key in steps[0] if key != "obs"}
         assert self._obs is not None
         last_obs = self.obs_filter(self._obs, update=False)
         last_values = self.act(last_obs, False)[2]  # the mode: no random draw
         # next_obs[t] = obs[t + 1]: the observation step t led to (the final one after an episode
         # end, as NEXT_STEP autoreset shows it on the reset step). Both are views of one array.
-        all_obs = np.stack([s["obs"] for s in steps] + [last_obs])  # [T + 1, N, *obs_shape]
+        all_obs = np.array([s["obs"] for s in steps] + [last_obs])  # [T + 1, N, *obs_shape]
         columns["obs"], columns["next_obs"] = all_obs[:-1], all_obs[1:]
         # next_values[t]: the next step's value (the final observation's, after an end), 0 after a
         # terminal; a cut wherever the sequence stops: episode end or the fragment's last step.
@@ -446,6 +465,7 @@ class RolloutWorker:
         return np.asarray(returns), np.asarray(lengths)
 
 
-def _finite(obs: np.ndarray) -> bool:
-    """True unless a float observation holds a NaN or inf (images are uint8: always finite)."""
-    return obs.dtype.kind != "f" or bool(np.isfinite(obs).all())
+def _finite(values: np.ndarray) -> bool:
+    """True unless float ``values`` hold a NaN or inf (images are uint8: always finite). Counting
+    is twice as fast as ``.all()`` on a step's few values, and it runs twice every step."""
+    return values.dtype.kind != "f" or np.count_nonzero(np.isfinite(values)) == values.size
