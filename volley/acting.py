@@ -103,7 +103,7 @@ class RandomStreams(Protocol):
     """One random stream per environment (see RolloutWorker)."""
 
     def uniform(self) -> np.ndarray: ...
-    def normal(self, dim: int) -> np.ndarray: ...
+    def normal(self, dim: int) -> np.ndarray: ...  # float32 [N, dim]
 
 
 def inverse_cdf(probs: np.ndarray, streams: RandomStreams) -> np.ndarray:
@@ -261,7 +261,7 @@ def actor_critic_act(weights: Mapping[str, np.ndarray], activation: str) -> ActF
             return actions, logp_all[np.arange(len(actions)), actions], values
         if not explore:
             return out, np.full(len(out), log_norm, np.float32), values
-        z = streams.normal(len(std)).astype(np.float32)
+        z = streams.normal(len(std))
         return out + std * z, log_norm - np.float32(0.5) * np.einsum("ij,ij->i", z, z), values
     return act
 

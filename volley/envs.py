@@ -273,7 +273,7 @@ class GuardedVectorEnv(gym.vector.VectorEnv):
         return self._stack(observations), self._errors(failed, self.num_envs)
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
-        rewards = np.zeros(self.num_envs)
+        rewards = np.zeros(self.num_envs, np.float32)  # what the worker keeps: no conversion a step
         terminated = np.zeros(self.num_envs, bool)
         truncated = np.zeros(self.num_envs, bool)
         observations, failed = [], []

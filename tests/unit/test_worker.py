@@ -107,4 +107,5 @@ def test_streams_give_each_env_the_draws_of_its_own_generator_across_blocks():
         single = np.random.default_rng([5, index])
         np.testing.assert_array_equal(got_u[:, column], [single.random() for _ in range(steps)])
         single = np.random.default_rng([5, index])
-        np.testing.assert_array_equal(got_n[:, column], [single.standard_normal(6) for _ in range(steps)])
+        np.testing.assert_array_equal(got_n[:, column],
+                                      [single.standard_normal(6).astype(np.float32) for _ in range(steps)])

@@ -97,7 +97,8 @@ class EnvStreams:
         return self._draw(lambda g: g.random(self.BLOCK))
 
     def normal(self, dim: int) -> np.ndarray:
-        return self._draw(lambda g: g.standard_normal((self.BLOCK, dim)))
+        """float32: the float64 draws rounded once a block (numpy's float32 draws are other values)."""
+        return self._draw(lambda g: g.standard_normal((self.BLOCK, dim)).astype(np.float32))
 
 
 class RolloutWorker:
@@ -239,7 +240,7 @@ class RolloutWorker:
             rewards = np.where(failed, np.float32(0), rewards)
             valid &= ~failed
             terminated, truncated = terminated & ~failed, truncated | failed
-        self._episode_return += rewards * valid
+        np.add(self._episode_return, rewards, out=self._episode_return, where=valid)
         self._episode_length += valid
         ended = np.logical_or(terminated, truncated)
         self._autoreset = ended if failed is None else ended & ~failed  # failed envs were reset already
