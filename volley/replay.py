@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Protocol, cast
 
 import numpy as np
 
+from volley.config import AlgorithmConfig
 from volley.rollout.batch import Batch
 
 
@@ -213,3 +215,22 @@ def n_step_returns(rewards: np.ndarray, terminated: np.ndarray, cuts: np.ndarray
     bootstraps = ~np.take_along_axis(terminated, ends, axis=0)
     discounts = (gamma ** (ends - t + 1) * bootstraps).astype(np.float32)
     return returns, discounts, ends
+
+
+class NStepConfig(Protocol):
+    """What :func:`n_step_columns` reads from an algorithm's config."""
+
+    gamma: float
+    n_step: int
+
+
+def n_step_columns(columns: dict[str, np.ndarray], config: AlgorithmConfig) -> dict[str, np.ndarray]:
+    """A worker fragment reduced to transitions ``(s, a, R, s', discount)`` with n-step returns
+    ``R`` (:func:`n_step_returns`): the worker-side ``postprocess`` of DQN and Ape-X. The
+    learner bootstraps them with its target network when it replays them."""
+    cfg = cast(NStepConfig, config)
+    returns, discounts, ends = n_step_returns(columns["rewards"], columns["terminated"], columns["cuts"],
+                                              cfg.gamma, cfg.n_step)
+    envs = np.arange(returns.shape[1])
+    return {"obs": columns["obs"], "actions": columns["actions"], "returns": returns,
+            "next_obs": columns["next_obs"][ends, envs], "discounts": discounts, "valid": columns["valid"]}

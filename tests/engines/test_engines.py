@@ -35,22 +35,26 @@ def test_ray_first_batch_equals_local_reference(ray_session):
 
 
 def test_a_ray_worker_imports_torch_only_if_it_uses_it(ray_session):
-    """A PPO worker acts through its MLP in numpy, so its process never imports torch (a second
-    of every worker's start); a PG worker in gradients mode computes them in torch."""
+    """PPO, PG (samples mode) and DQN workers act through their MLPs in numpy and postprocess in
+    numpy, so their processes never import torch (a second of every worker's start); a PG worker
+    in gradients mode computes them in torch."""
     def imports_torch(host: object) -> bool:
         return "torch" in sys.modules
 
-    ppo = small("ray", 1, env="CartPole-v1").build()
-    pg = PGConfig().environment("CartPole-v1").resources(engine="ray").rollouts(num_workers=1).training(
-        mode="gradients", train_batch_size=200).build()
-    try:
-        ppo.train()
-        pg.train()
-        assert ray_session.get(ppo.workers.manager.actors[0].__ray_call__.remote(imports_torch)) is False
-        assert ray_session.get(pg.workers.manager.actors[0].__ray_call__.remote(imports_torch)) is True
-    finally:
-        ppo.stop()
-        pg.stop()
+    pg = PGConfig().environment("CartPole-v1").resources(engine="ray").rollouts(num_workers=1)
+    builds = {"ppo": small("ray", 1, env="CartPole-v1"),
+              "pg samples": pg.copy().training(mode="samples", train_batch_size=200),
+              "dqn": DQNConfig().environment("CartPole-v1").resources(engine="ray").rollouts(num_workers=1),
+              "pg gradients": pg.copy().training(mode="gradients", train_batch_size=200)}
+    found = {}
+    for name, config in builds.items():
+        algo = config.build()
+        try:
+            algo.train()
+            found[name] = ray_session.get(algo.workers.manager.actors[0].__ray_call__.remote(imports_torch))
+        finally:
+            algo.stop()
+    assert found == {"ppo": False, "pg samples": False, "dqn": False, "pg gradients": True}
 
 
 def test_every_env_of_a_worker_is_seeded_apart(ray_session):

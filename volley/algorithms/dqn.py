@@ -27,14 +27,9 @@ from torch import nn
 
 from volley.algorithm import Algorithm
 from volley.algorithm_configs import DQNConfig
-from volley.config import AlgorithmConfig
 from volley.models import QNetwork
 from volley.optim import Adam
-from volley.replay import (
-    PrioritizedReplayBuffer,
-    make_replay_buffer,
-    n_step_returns,
-)
+from volley.replay import PrioritizedReplayBuffer, make_replay_buffer, n_step_columns
 from volley.rollout.batch import Batch
 
 
@@ -76,17 +71,8 @@ class DQN(Algorithm):
     config: DQNConfig
     policy: QNetwork
 
-    @staticmethod
-    def postprocess(columns: dict[str, np.ndarray], config: AlgorithmConfig) -> dict[str, np.ndarray]:
-        """Worker-side: transitions ``(s, a, R, s', discount)`` with n-step returns ``R``; the
-        learner bootstraps them with its target network when it replays them."""
-        assert isinstance(config, DQNConfig)
-        returns, discounts, ends = n_step_returns(columns["rewards"], columns["terminated"],
-                                                  columns["cuts"], config.gamma, config.n_step)
-        envs = np.arange(returns.shape[1])
-        return {"obs": columns["obs"], "actions": columns["actions"], "returns": returns,
-                "next_obs": columns["next_obs"][ends, envs], "discounts": discounts,
-                "valid": columns["valid"]}
+    # worker-side: n-step transitions (torch-free, so a worker that acts in numpy never imports torch)
+    postprocess = staticmethod(n_step_columns)
 
     def setup(self) -> None:
         cfg = self.config

@@ -21,7 +21,7 @@ from volley.algorithm_configs import PGConfig
 from volley.config import AlgorithmConfig
 from volley.models import ActorCritic
 from volley.optim import RMSprop
-from volley.rollout.advantages import discounted_returns
+from volley.rollout.advantages import returns_columns
 from volley.rollout.batch import Batch
 
 
@@ -49,17 +49,8 @@ class PG(Algorithm):
     policy: ActorCritic
     averages_gradients = True
 
-    @staticmethod
-    def postprocess(columns: dict[str, np.ndarray], config: AlgorithmConfig) -> dict[str, np.ndarray]:
-        """Worker-side: Monte-Carlo returns (no critic: nothing is bootstrapped)."""
-        assert isinstance(config, PGConfig)
-        cuts = columns["cuts"]
-        if config.reset_return_on_reward:  # Karpathy: a point scored ends the return's sum
-            cuts = cuts | (columns["rewards"] != 0)
-        returns = discounted_returns(columns["rewards"], np.zeros_like(columns["rewards"]), cuts,
-                                     config.gamma)
-        return {"obs": columns["obs"], "actions": columns["actions"], "returns": returns,
-                "valid": columns["valid"]}
+    # worker-side: Monte-Carlo returns (torch-free, so a samples-mode worker never imports torch)
+    postprocess = staticmethod(returns_columns)
 
     def setup(self) -> None:
         self.optimizer = RMSprop(self.policy.policy_parameters(), lr=self.config.lr,

@@ -76,6 +76,28 @@ def gae_columns(columns: dict[str, np.ndarray], config: AlgorithmConfig) -> dict
             "value_targets": advantages + columns["values"], "valid": columns["valid"]}
 
 
+class ReturnsConfig(Protocol):
+    """What :func:`returns_columns` reads from an algorithm's config."""
+
+    gamma: float
+    reset_return_on_reward: bool
+
+
+def returns_columns(columns: dict[str, np.ndarray], config: AlgorithmConfig) -> dict[str, np.ndarray]:
+    """A worker fragment reduced to what REINFORCE reads, with Monte-Carlo returns (no critic:
+    nothing is bootstrapped). The worker-side ``postprocess`` of PG; with
+    ``reset_return_on_reward`` (Karpathy's Pong) a point scored ends the return's sum.
+    Returns ``obs``, ``actions``, ``returns`` and ``valid``, time-major like the input.
+    """
+    cfg = cast(ReturnsConfig, config)
+    rewards, cuts = columns["rewards"], columns["cuts"]
+    if cfg.reset_return_on_reward:
+        cuts = cuts | (rewards != 0)
+    returns = discounted_returns(rewards, np.zeros_like(rewards), cuts, cfg.gamma)
+    return {"obs": columns["obs"], "actions": columns["actions"], "returns": returns,
+            "valid": columns["valid"]}
+
+
 def explained_variance(predicted: np.ndarray, targets: np.ndarray) -> float:
     """``1 - Var[target - prediction] / Var[target]``: how much of the return the critic explains.
 
