@@ -12,6 +12,7 @@ that slows down slows every tree alike; each tree's library is taken from it by
     python benchmarks/startup.py --runs 5                          # this checkout, local and Ray
     python benchmarks/startup.py --runs 5 --trees /work/old .     # two trees, interleaved
     python benchmarks/startup.py --runs 8 --engines ray-library --trees /work/old .
+    python benchmarks/startup.py --runs 5 --engines ray --algo dqn --trees /work/old .
 """
 
 from __future__ import annotations
@@ -31,25 +32,26 @@ ENGINES = {
 }
 # The library path of a script (``config.build()``, then ``train()``), Ray with 2 workers: it
 # prints a row starting with 1 when its first iteration has ended, as ``volley train`` does
-LIBRARY = ("from volley import PPOConfig\n"
-           "algo = PPOConfig().environment('CartPole-v1').resources(engine='ray', num_cpus=2)"
-           ".rollouts(num_workers=2).build()\n"
+LIBRARY = ("from volley.algorithms import get_config_class\n"
+           "algo = get_config_class({algo!r})().environment('CartPole-v1')"
+           ".resources(engine='ray', num_cpus=2).rollouts(num_workers=2).build()\n"
            "print(1, algo.train()['timesteps_total'], flush=True)\n"
            "algo.stop()\n")
 
 
-def command(engine: str, logdir: str) -> list[str]:
+def command(engine: str, logdir: str, algo: str) -> list[str]:
     if engine == "ray-library":
-        return [sys.executable, "-c", LIBRARY]
-    return [sys.executable, "-m", "volley", "train", *ENGINES[engine], "--max-iters", "1", "--logdir", logdir]
+        return [sys.executable, "-c", LIBRARY.format(algo=algo)]
+    return [sys.executable, "-m", "volley", "train", "--algo", algo, *ENGINES[engine], "--max-iters", "1",
+            "--logdir", logdir]
 
 
-def one_run(tree: Path, engine: str) -> tuple[float, float]:
+def one_run(tree: Path, engine: str, algo: str = "ppo") -> tuple[float, float]:
     """(seconds to the first iteration's row, seconds to exit) of one ``volley train``."""
     with tempfile.TemporaryDirectory() as logdir:
         env = {**os.environ, "PYTHONPATH": str(tree.resolve())}
         start = time.perf_counter()
-        proc = subprocess.Popen(command(engine, logdir), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(command(engine, logdir, algo), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True, env=env)
         assert proc.stdout is not None
         first, lines = None, []
@@ -68,13 +70,14 @@ def main() -> None:
     parser.add_argument("--trees", type=Path, nargs="+", default=[Path(__file__).parents[1]])
     parser.add_argument("--engines", nargs="+", choices=[*ENGINES, "ray-library"], default=list(ENGINES),
                         help="ray-library: a script's config.build() and train(), Ray with 2 workers")
+    parser.add_argument("--algo", default="ppo", help="the algorithm every run trains (default: ppo)")
     args = parser.parse_args()
     firsts: dict[tuple[Path, str], list[float]] = {}
     exits: dict[tuple[Path, str], list[float]] = {}
     for _ in range(args.runs):
         for engine in args.engines:
             for tree in args.trees:
-                first, end = one_run(tree, engine)
+                first, end = one_run(tree, engine, args.algo)
                 firsts.setdefault((tree, engine), []).append(first)
                 exits.setdefault((tree, engine), []).append(end)
                 print(f"{tree} {engine}: first iteration {first:.2f} s, exit {end:.2f} s", file=sys.stderr)
