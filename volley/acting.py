@@ -238,10 +238,10 @@ def actor_critic_act(weights: Mapping[str, np.ndarray], activation: str) -> ActF
     environment's own stream when ``explore``, else the most likely; their log-probabilities
     and the values."""
     pi_head, vf_head = NumpyMLP.of(weights, "pi_head"), NumpyMLP.of(weights, "vf_head")
+    # one network whose output is [logits or mean, value]
     if "vf_body.0.weight" not in weights:  # the shared body, then both heads as one layer
-        shared, both = NumpyMLP.of(weights, "pi_body", activation), NumpyMLP.side_by_side(pi_head, vf_head)
-    else:  # policy and value networks side by side: [logits or mean, value]
-        shared = NumpyMLP()
+        both = NumpyMLP.of(weights, "pi_body", activation) + NumpyMLP.side_by_side(pi_head, vf_head)
+    else:  # policy and value networks side by side
         both = NumpyMLP.side_by_side(NumpyMLP.of(weights, "pi_body", activation) + pi_head,
                                      NumpyMLP.of(weights, "vf_body", activation) + vf_head)
     continuous = "log_std" in weights
@@ -253,7 +253,7 @@ def actor_critic_act(weights: Mapping[str, np.ndarray], activation: str) -> ActF
         log_norm = np.float32(-(log_std.sum() + 0.5 * len(log_std) * np.log(2 * np.pi)))
 
     def act(obs: np.ndarray, streams: RandomStreams, explore: bool) -> Acting:
-        both_out = both(shared(obs))
+        both_out = both(obs)
         out, values = both_out[:, :-1], both_out[:, -1]
         if not continuous:
             logp_all = log_softmax(out)
