@@ -99,7 +99,8 @@ class AlgorithmConfig:
     algo_name: ClassVar[str] = ""
 
     env: str = option("CartPole-v1", "environment", "Gymnasium id, or a name given to register_env")
-    env_config: dict = option({}, "environment", "keyword arguments for the environment creator")
+    env_config: dict = option({}, "environment", "keyword arguments for the environment creator (JSON data; "
+                              "an ALE frameskip [low, high] becomes ale-py's stochastic pair)")
     observation_filter: Literal["NoFilter", "MeanStdFilter"] = option(
         "NoFilter", "environment", "running mean/std normalisation of observations, merged across workers")
     atari_preprocessing: Literal["deepmind", "karpathy", "none"] = option(

@@ -325,18 +325,24 @@ def make_vector_env(env: str, num_envs: int, *, env_config: dict | None = None,
     check_env_id(env)
     spec = gym.registry[env]
     render: dict[str, Any] = {"render_mode": render_mode} if render_mode is not None else {}
-    if env.startswith("ALE/") and spec.kwargs.get("obs_type", "rgb") != "ram":
-        if atari_preprocessing == "karpathy":
-            return _guarded_vector(lambda: KarpathyPong(gym.make(env, **render, **env_config)),
-                                   num_envs)
-        return _atari_vector_env(env, num_envs, atari_preprocessing, env_config)
+    if env.startswith("ALE/") and isinstance(env_config.get("frameskip"), list):
+        # JSON has no tuples (and env_config is JSON): ale-py's stochastic (low, high) frameskip
+        env_config["frameskip"] = tuple(env_config["frameskip"])
     try:
+        if env.startswith("ALE/") and spec.kwargs.get("obs_type", "rgb") != "ram":
+            if atari_preprocessing == "karpathy":
+                return _guarded_vector(lambda: KarpathyPong(gym.make(env, **render, **env_config)),
+                                       num_envs)
+            return _atari_vector_env(env, num_envs, atari_preprocessing, env_config)
         if spec.vector_entry_point is None:
             return _guarded_vector(lambda: gym.make(env, **render, **env_config), num_envs)
         return gym.make_vec(env, num_envs=num_envs, vectorization_mode="vector_entry_point", **render,
                             **env_config)
-    except TypeError as exc:
-        raise EnvError(f"environment '{env}' rejected env_config {env_config!r}: {exc}") from None
+    except VolleyError:
+        raise
+    except Exception as exc:  # the environment's own constructor: name it and what it was given
+        given = f" with env_config {env_config!r}" if env_config else ""
+        raise EnvError(f"environment '{env}' failed to build{given}: {type(exc).__name__}: {exc}") from exc
 
 
 def env_actions(actions: np.ndarray, space: gym.Space, normalize: bool, clip: bool) -> np.ndarray:

@@ -112,6 +112,18 @@ def test_mistakes_found_by_the_property_test_are_named(args, message, capsys):
 
 
 @pytest.mark.parametrize(("args", "message"), [
+    (["--set", 'env_config={"foo": 1}'],
+     "environment 'CartPole-v1' failed to build with env_config {'foo': 1}: TypeError: "),
+    (["--env", "ALE/Pong-v5", "--set", 'env_config={"frameskip": [2, 5]}'],  # ale-py's vector: int only
+     "environment 'ALE/Pong-v5' failed to build with env_config {'frameskip': (2, 5)}: Error: "
+     "Invalid frameskip type"),
+])
+def test_an_environment_that_rejects_its_env_config_is_named(args, message, capsys):
+    code, _, err = run_main(["train", "--engine", "local", *args], capsys)
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize(("args", "message"), [
     (["--address", "127.0.0.1:1"], "nothing answers at ray_address='127.0.0.1:1'"),
     (["--address", "ray://127.0.0.1:1"], "nothing answers at ray_address='ray://127.0.0.1:1'"),
     (["--workers", "5", "--num-cpus", "2"], "num_workers=5 needs 5 CPUs but the Ray cluster has 2"),

@@ -109,3 +109,13 @@ def test_streams_give_each_env_the_draws_of_its_own_generator_across_blocks():
         single = np.random.default_rng([5, index])
         np.testing.assert_array_equal(got_n[:, column],
                                       [single.standard_normal(6).astype(np.float32) for _ in range(steps)])
+
+
+def test_a_json_list_frameskip_reaches_ale_py_as_its_stochastic_pair():
+    """env_config is JSON, which has no tuples; ale-py takes a (low, high) tuple and rejects a list."""
+    config = PPOConfig().environment("ALE/Pong-ram-v5", env_config={"frameskip": [2, 5]}).rollouts(
+        num_envs_per_worker=1, rollout_fragment_length=8)
+    w = worker(config)
+    assert w.env.envs[0].unwrapped._frameskip == (2, 5)
+    assert config.env_config == {"frameskip": [2, 5]}  # the config itself stays JSON
+    assert len(w.sample(w.policy.get_flat_weights(), None).batch) == 8
