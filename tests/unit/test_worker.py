@@ -109,6 +109,10 @@ def test_streams_give_each_env_the_draws_of_its_own_generator_across_blocks():
         single = np.random.default_rng([5, index])
         np.testing.assert_array_equal(got_n[:, column],
                                       [single.standard_normal(6).astype(np.float32) for _ in range(steps)])
+    # a draw of another kind starts a block of its own kind where the stream stands
+    single = np.random.default_rng([5, 3])
+    single.random(2 * EnvStreams.BLOCK)  # the two blocks of uniforms drawn above
+    np.testing.assert_array_equal(uniforms.normal(3)[0], single.standard_normal(3).astype(np.float32))
 
 
 def test_a_json_list_frameskip_reaches_ale_py_as_its_stochastic_pair():
