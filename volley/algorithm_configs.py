@@ -30,8 +30,9 @@ class PPOConfig(AlgorithmConfig):
 
     The defaults are tuned for the time-to-475 on CartPole-v1 (a short horizon, gamma
     0.98, lambda 0.8 as in rl-zoo; a large learning rate; 16 envs x 128 steps a batch,
-    shared among the workers): about 70k steps and 3 s of training on two cores. For MuJoCo or Atari start from gamma
-    0.99, gae_lambda 0.95, lr 3e-4 (see benchmarks/RESULTS.md for measured settings).
+    shared among the workers): about 70k steps and 3 s of training on two cores. For
+    MuJoCo or Atari start from gamma 0.99, gae_lambda 0.95, lr 3e-4 (see
+    benchmarks/RESULTS.md for measured settings).
     """
 
     ALIASES: ClassVar[dict[str, str]] = {

@@ -84,22 +84,23 @@ class EnvStreams:
 
     def __init__(self, seed: int, env_indices: list[int]) -> None:
         self.generators = [np.random.default_rng([seed, i]) for i in env_indices]
-        self._block = np.empty((len(self.generators), 0))  # [N, BLOCK] or [N, BLOCK, dim]
-        self._kind: object = None  # what the block holds: "uniform" or ("normal", dim)
+        self._block = np.empty((len(self.generators), 0))  # [N, BLOCK] uniforms or [N, BLOCK, dim] normals
         self._next = 0  # the block's next unused step
 
-    def _draw(self, kind: object, fill: Callable[[np.random.Generator], np.ndarray]) -> np.ndarray:
-        if self._next == self._block.shape[1] or kind != self._kind:
-            self._block, self._kind, self._next = np.stack([fill(g) for g in self.generators]), kind, 0
+    def _draw(self, shape: tuple[int, ...], fill: Callable[[np.random.Generator], np.ndarray]) -> np.ndarray:
+        """One step's draws of ``shape`` per environment; a new block when this one is used up or
+        holds draws of another shape (the kind of draw, told by the block's own shape)."""
+        if self._next == self._block.shape[1] or self._block.shape[2:] != shape:
+            self._block, self._next = np.stack([fill(g) for g in self.generators]), 0
         self._next += 1
         return self._block[:, self._next - 1]
 
     def uniform(self) -> np.ndarray:
-        return self._draw("uniform", lambda g: g.random(self.BLOCK))
+        return self._draw((), lambda g: g.random(self.BLOCK))
 
     def normal(self, dim: int) -> np.ndarray:
         """float32: the float64 draws rounded once a block (numpy's float32 draws are other values)."""
-        return self._draw(("normal", dim), lambda g: g.standard_normal((self.BLOCK, dim)).astype(np.float32))
+        return self._draw((dim,), lambda g: g.standard_normal((self.BLOCK, dim)).astype(np.float32))
 
 
 class RolloutWorker:
@@ -363,7 +364,7 @@ class RolloutWorker:
                     break
             elif len(steps) == self.fragment_length:
                 break
-        # np.array stacks a list of equal arrays as np.stack does, in a third of its time per array
+        # np.array stacks a list of equal arrays as np.stack does, in half its time or less
         columns = {key: np.array([s[key] for s in steps]) for key in steps[0] if key != "obs"}
         assert self._obs is not None
         last_obs = self.obs_filter(self._obs, update=False)
@@ -469,5 +470,5 @@ class RolloutWorker:
 
 def _finite(values: np.ndarray) -> bool:
     """True unless float ``values`` hold a NaN or inf (images are uint8: always finite). Counting
-    is twice as fast as ``.all()`` on a step's few values, and it runs twice every step."""
+    takes about 0.6 of ``.all()``'s time on a step's few values, and it runs twice every step."""
     return values.dtype.kind != "f" or np.count_nonzero(np.isfinite(values)) == values.size
