@@ -51,8 +51,10 @@ def one_run(tree: Path, engine: str, algo: str = "ppo") -> tuple[float, float]:
     with tempfile.TemporaryDirectory() as logdir:
         env = {**os.environ, "PYTHONPATH": str(tree.resolve())}
         start = time.perf_counter()
+        # in the tree: ``python -m`` and ``-c`` put the working directory first on sys.path, so
+        # from inside another checkout its volley would be imported instead of the tree's
         proc = subprocess.Popen(command(engine, logdir, algo), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, env=env)
+                                text=True, env=env, cwd=tree)
         assert proc.stdout is not None
         first, lines = None, []
         for line in proc.stdout:

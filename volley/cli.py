@@ -229,10 +229,9 @@ def _train(args: argparse.Namespace) -> int:
         rest = [a for i, a in enumerate(args.argv) if a != "--nprocs" and not a.startswith("--nprocs=")
                 and (i == 0 or args.argv[i - 1] != "--nprocs")]
         return run_under_mpiexec(args.nprocs, [sys.executable, "-m", "volley", *rest])
-    from volley.run import train_until
-
     overrides = _overrides(args, engine=args.engine, num_workers=args.workers)
     algo, run_dir, saved = _resume(args, overrides) if args.resume is not None else _start(args, overrides)
+    from volley.run import train_until  # imports torch: after _start has begun Ray's cluster
     try:
         if not algo.is_driver:  # an MPI rank other than 0: it serves rank 0, which prints and saves
             algo.serve_forever()
@@ -328,7 +327,6 @@ def _first(*values: Any) -> Any:
 def _start(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[Any, Path, dict[str, Any]]:
     """A new run: build the algorithm; the stop reward defaults to the env's reward_threshold."""
     from volley.engines import ray_boot
-    from volley.run import run_dir_name
 
     preset = _preset(args)
     logdir = args.logdir or "runs"
@@ -350,6 +348,8 @@ def _start(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[Any, Pa
     _install_hooks(config.engine)
     algo = config.build()
     ray_boot.abandon()  # begun for a run whose config turned out to want no cluster
+    from volley.run import run_dir_name
+
     stop = dict(preset.stop) if preset is not None else {"reward": _reward_threshold(config.env)}
     return algo, Path(logdir) / (args.name or run_dir_name(algo)), {"stop": stop}
 

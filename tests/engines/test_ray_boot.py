@@ -13,8 +13,11 @@ import textwrap
 SCRIPT = textwrap.dedent("""
     import threading, time
     import ray
+    from ray._private import services
     from volley import PPOConfig
     from volley.engines import ray_boot
+
+    LOOKUP = services.get_node
 
     def boot_threads():
         return [t for t in threading.enumerate() if t.name == "volley-ray-start"]
@@ -30,6 +33,12 @@ SCRIPT = textwrap.dedent("""
     assert algo.workers.started_ray and ray.cluster_resources()["CPU"] == 1
     assert len(boot_threads()) == 1
     algo.train()
+    # the quicker wait for the raylet finds a live one and gives up on an unknown one; Ray's
+    # own lookup is back in place once ray.init has returned
+    context = ray.get_runtime_context()
+    assert ray_boot._await_raylet(context.gcs_address, context.get_node_id())
+    assert not ray_boot._await_raylet(context.gcs_address, "ab" * 28, timeout_s=0.1)
+    assert services.get_node is LOOKUP
     algo.stop()
     assert not ray.is_initialized()
     time.sleep(0.2)
@@ -55,3 +64,32 @@ def test_background_cluster_is_taken_restarted_or_shut_down():
     out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.strip().endswith("ok")
+
+
+# `volley train` imports torch (1 to 2 s here) only after it has begun Ray's cluster, so the two
+# overlap: a module-level import of torch on the way to ray_boot.begin() would undo that
+TRAIN = textwrap.dedent("""
+    import sys
+    from volley import cli
+    from volley.engines import ray_boot
+
+    begin = ray_boot.begin
+    seen = []
+
+    def recording_begin(settings):
+        seen.append("torch" in sys.modules)
+        begin(settings)
+
+    ray_boot.begin = recording_begin
+    code = cli.main(["train", "--engine", "ray", "--workers", "1", "--num-cpus", "1", "--max-iters", "1",
+                     "--logdir", sys.argv[1], "--no-tensorboard"])
+    print("torch imported before the cluster began:", seen)
+    sys.exit(code)
+""")
+
+
+def test_volley_train_begins_the_cluster_before_importing_torch(tmp_path):
+    out = subprocess.run([sys.executable, "-c", TRAIN, str(tmp_path)], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "torch imported before the cluster began: [False]" in out.stdout, out.stdout + out.stderr

@@ -1,8 +1,9 @@
-"""Starting the embedded Ray cluster in a background thread, while the driver imports torch.
+"""Starting the embedded Ray cluster: quickly, and in a thread while the driver imports torch.
 
-``volley train`` on the Ray engine spends about 1.5 s importing torch and the algorithm and
-then about 3.5 s in ``ray.init``, most of it waiting for the cluster's processes (GCS,
-raylet, dashboard, agents) to come up. The two overlap: as soon as the command line says
+``volley train`` on the Ray engine spends about 1 s importing torch and the algorithm and
+about 1.5 s in ``ray.init`` (2 to 3 s before :func:`init` and :data:`QUICK_CONNECT` took out
+two of Ray's one-second naps), most of it waiting for the cluster's processes (GCS, raylet,
+dashboard, agents) to come up. The two overlap: as soon as the command line says
 that a run starts an embedded cluster, :func:`begin` calls ``ray.init`` in a thread, and
 :func:`~volley.engines.ray_engine.init_ray` later takes that cluster (:func:`take`) instead
 of starting one. A cluster nobody takes (the config turned out to want none, or it was
@@ -16,10 +17,12 @@ started them ends, not the process.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
 import threading
+import time
 from typing import Any
 
 from volley.engines import ray_reaper
@@ -32,7 +35,58 @@ def cluster_kwargs(ray_address: str | None, num_cpus: int | None, log_level: str
                               "logging_level": logging.getLevelName(log_level), "configure_logging": True}
     if ray_address is None:
         kwargs["num_cpus"] = num_cpus
+        kwargs["_system_config"] = QUICK_CONNECT
     return kwargs
+
+
+# A cluster's processes connect to each other's Unix sockets, retrying while a socket is not
+# yet there; Ray waits 1 s between tries (10 tries). At start the raylet races its own object
+# store for that socket, lost it in about half of the starts here, and so registered a second
+# late. 20 ms between 500 tries keeps Ray's 10 s of patience and loses 20 ms instead.
+QUICK_CONNECT = {"raylet_client_connect_timeout_milliseconds": 20, "raylet_client_num_connect_attempts": 500}
+
+
+
+def init(kwargs: dict[str, Any]) -> None:
+    """``ray.init(**kwargs)``, without the idle second Ray's own wait for its raylet can add.
+
+    Starting a cluster, Ray asks the GCS whether the new raylet has registered, and when it
+    has not, sleeps a whole second before asking again (``GlobalStateAccessor::GetNode``).
+    It first asks 0.1 s after starting the raylet, which here registers about 0.55 s after it
+    starts (it waits for its agents), so every start lost about half a second asleep. While
+    ``ray.init`` runs, the lookup it makes (``ray._private.services.get_node``) first waits for
+    the registration in 20 ms steps, so Ray's first question finds the raylet. Anything
+    unexpected in that wait (another Ray's internals) leaves Ray's own wait, unchanged, to
+    decide.
+    """
+    import ray
+    from ray._private import services
+
+    lookup = services.get_node
+
+    def get_node(gcs_address: str, node_id: str, *rest: Any) -> Any:
+        with contextlib.suppress(Exception):  # Ray's own lookup below still waits and reports
+            _await_raylet(gcs_address, node_id)
+        return lookup(gcs_address, node_id, *rest)
+
+    services.get_node = get_node
+    try:
+        ray.init(**kwargs)
+    finally:
+        services.get_node = lookup
+
+
+def _await_raylet(gcs_address: str, node_id: str, timeout_s: float = 10.0) -> bool:
+    """Whether the GCS at ``gcs_address`` listed the raylet ``node_id`` within ``timeout_s``."""
+    from ray._raylet import GcsClient, NodeID  # type: ignore[attr-defined]
+
+    client, wanted = GcsClient(address=gcs_address), NodeID.from_hex(node_id)
+    deadline = time.monotonic() + timeout_s
+    while wanted not in client.get_all_node_info(timeout=1):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
 
 
 # Notes Ray logs when volley starts its embedded cluster that ask nothing of the user: only a
@@ -73,10 +127,8 @@ class Boot:
 
             self.kwargs = cluster_kwargs(None, self.settings.get("num_cpus"),
                                          self.settings.get("log_level", AlgorithmConfig.log_level))
-            import ray
-
             quiet_cluster_notes()
-            ray.init(**self.kwargs)
+            init(self.kwargs)
         except BaseException as exc:  # the main thread sees it in take() and starts Ray itself
             self.error = exc
         finally:

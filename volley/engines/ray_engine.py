@@ -99,7 +99,7 @@ def init_ray(config: AlgorithmConfig) -> bool:
     if config.ray_address is None:
         ray_boot.quiet_cluster_notes()
     try:
-        ray.init(**kwargs)
+        ray_boot.init(kwargs)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         hint = ("; if it was started by `ray start` with token authentication (the default "
                 "since Ray 2.59), set RAY_AUTH_MODE=token before importing ray"
