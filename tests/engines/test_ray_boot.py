@@ -11,11 +11,11 @@ import sys
 import textwrap
 
 SCRIPT = textwrap.dedent("""
-    import threading, time
+    import os, threading, time
     import ray
     from ray._private import services
     from volley import PPOConfig
-    from volley.engines import ray_boot
+    from volley.engines import ray_boot, ray_reaper
 
     LOOKUP = services.get_node
 
@@ -39,8 +39,11 @@ SCRIPT = textwrap.dedent("""
     assert ray_boot._await_raylet(context.gcs_address, context.get_node_id())
     assert not ray_boot._await_raylet(context.gcs_address, "ab" * 28, timeout_s=0.1)
     assert services.get_node is LOOKUP
+    cluster = ray_reaper.children(os.getpid())  # GCS, raylet, monitor, dashboard, ...
+    assert len(cluster) >= 4, cluster
     algo.stop()
     assert not ray.is_initialized()
+    assert not cluster & ray_reaper.children(os.getpid()), "the cluster's processes outlived stop()"
     time.sleep(0.2)
     assert boot_threads() == [], boot_threads()
 

@@ -112,7 +112,16 @@ def init_ray(config: AlgorithmConfig) -> bool:
 
 
 def shutdown_ray() -> None:
-    """Shut down the cluster :func:`init_ray` started, and its reaper."""
+    """Shut down the cluster :func:`init_ray` started, and its reaper.
+
+    The autoscaler's monitor is killed first. ``ray.shutdown()`` stops the GCS before the
+    monitor, whose SIGTERM handler then tries to report its end to that GCS until Ray's
+    one-second grace runs out: 1.0 s of the 1.4 s a shutdown took here. The monitor keeps
+    no state that an embedded cluster needs after its end."""
+    node = ray._private.worker._global_node
+    for monitor in getattr(node, "all_processes", {}).get("monitor", []):
+        monitor.process.kill()
+        monitor.process.wait()
     ray.shutdown()
     ray_reaper.release()
     ray_boot.release_taken()
