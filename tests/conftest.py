@@ -7,9 +7,13 @@ import pytest
 
 @pytest.fixture(scope="module")
 def ray_session():
-    """A new embedded Ray cluster (never one recorded by `ray start`) with 2 CPUs."""
+    """A new embedded Ray cluster (never one recorded by `ray start`) with 2 CPUs, started and
+    shut down as volley's Ray engine does it."""
     import ray
 
-    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    from volley.engines import ray_boot
+    from volley.engines.ray_engine import shutdown_ray
+
+    ray_boot.init(ray_boot.cluster_kwargs(None, 2, "ERROR") | {"log_to_driver": False})
     yield ray
-    ray.shutdown()
+    shutdown_ray()
