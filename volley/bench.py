@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import logging
 import subprocess
 import sys
 import time
@@ -91,14 +90,16 @@ def speedup(algo: str, env: str, iterations: int, worker_counts: list[int],
             overrides: dict[str, Any], num_cpus: int | None = None, warmup: int = 0,
             mpi_ranks: list[int] | None = None) -> list[SpeedupRow]:
     """Measure every worker count (one Ray cluster serves them all), then every MPI rank count."""
-    import ray
+    from volley.engines import ray_boot
+    from volley.engines.ray_engine import shutdown_ray
 
-    ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, logging_level=logging.WARNING)
+    # started and stopped as the Ray engine does it (without Ray's one-second naps)
+    ray_boot.init(ray_boot.cluster_kwargs(None, num_cpus, "WARNING"))
     try:
         rows = [measure(algo, env, iterations, "local" if n == 0 else "ray", n, overrides, warmup)
                 for n in worker_counts]
     finally:
-        ray.shutdown()
+        shutdown_ray()
     rows += [measure_mpi(algo, env, iterations, n, overrides, warmup) for n in mpi_ranks or []]
     serial = next((row.wall_s for row in rows if row.workers == 0), rows[0].wall_s)
     for row in rows:
