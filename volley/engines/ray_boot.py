@@ -46,7 +46,6 @@ def cluster_kwargs(ray_address: str | None, num_cpus: int | None, log_level: str
 QUICK_CONNECT = {"raylet_client_connect_timeout_milliseconds": 20, "raylet_client_num_connect_attempts": 500}
 
 
-
 def init(kwargs: dict[str, Any]) -> None:
     """``ray.init(**kwargs)``, without the idle second Ray's own wait for its raylet can add.
 
