@@ -44,6 +44,9 @@ SCRIPT = textwrap.dedent("""
     algo.stop()
     assert not ray.is_initialized()
     assert not cluster & ray_reaper.children(os.getpid()), "the cluster's processes outlived stop()"
+    # Ray adds the session's keys to the _system_config it is given; volley's own stays as it was
+    assert ray_boot.QUICK_CONNECT == {"raylet_client_connect_timeout_milliseconds": 20,
+                                      "raylet_client_num_connect_attempts": 500}, ray_boot.QUICK_CONNECT
     time.sleep(0.2)
     assert boot_threads() == [], boot_threads()
 

@@ -27,6 +27,12 @@ from typing import Any
 
 from volley.engines import ray_reaper
 
+# A cluster's processes connect to each other's Unix sockets, retrying while a socket is not
+# yet there; Ray waits 1 s between tries (10 tries). At start the raylet races its own object
+# store for that socket, lost it in about half of the starts here, and so registered a second
+# late. 20 ms between 500 tries keeps Ray's 10 s of patience and loses 20 ms instead.
+QUICK_CONNECT = {"raylet_client_connect_timeout_milliseconds": 20, "raylet_client_num_connect_attempts": 500}
+
 
 def cluster_kwargs(ray_address: str | None, num_cpus: int | None, log_level: str) -> dict[str, Any]:
     """``ray.init``'s arguments for a run: join ``ray_address``, or start a cluster of ``num_cpus``
@@ -37,13 +43,6 @@ def cluster_kwargs(ray_address: str | None, num_cpus: int | None, log_level: str
         kwargs["num_cpus"] = num_cpus
         kwargs["_system_config"] = QUICK_CONNECT
     return kwargs
-
-
-# A cluster's processes connect to each other's Unix sockets, retrying while a socket is not
-# yet there; Ray waits 1 s between tries (10 tries). At start the raylet races its own object
-# store for that socket, lost it in about half of the starts here, and so registered a second
-# late. 20 ms between 500 tries keeps Ray's 10 s of patience and loses 20 ms instead.
-QUICK_CONNECT = {"raylet_client_connect_timeout_milliseconds": 20, "raylet_client_num_connect_attempts": 500}
 
 
 def init(kwargs: dict[str, Any]) -> None:
@@ -69,6 +68,9 @@ def init(kwargs: dict[str, Any]) -> None:
         return lookup(gcs_address, node_id, *rest)
 
     services.get_node = get_node
+    # ray.init writes its own keys (the session's spilling directory) into the _system_config it
+    # is given: a copy keeps QUICK_CONNECT and the caller's kwargs as they were
+    kwargs = {key: dict(value) if key == "_system_config" else value for key, value in kwargs.items()}
     try:
         ray.init(**kwargs)
     finally:
