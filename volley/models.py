@@ -45,6 +45,7 @@ class Categorical:
     """Distribution over ``Discrete`` actions from logits ``[B, n]``."""
 
     def __init__(self, logits: torch.Tensor) -> None:
+        self.inputs = (logits,)  # what it was built from: ``Categorical(*inputs)`` is the same distribution
         self.logits = logits.log_softmax(dim=-1)
 
     def log_prob(self, actions: torch.Tensor) -> torch.Tensor:
@@ -89,6 +90,7 @@ class DiagGaussian:
     def __init__(self, mean: torch.Tensor, log_std: torch.Tensor) -> None:
         self.mean = mean
         self.log_std = log_std.expand_as(mean)
+        self.inputs = (mean, self.log_std)  # ``DiagGaussian(*inputs)`` is the same distribution
 
     def log_prob(self, actions: torch.Tensor) -> torch.Tensor:
         z = (actions - self.mean) / self.log_std.exp()

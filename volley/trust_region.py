@@ -2,10 +2,9 @@
 
 A natural-gradient step solves ``F s = g`` for the Fisher matrix ``F`` of the policy.
 ``F`` has as many rows as the policy has parameters, so it is never built: conjugate
-gradient needs only products ``F v``, and those are Hessian-vector products of the
-mean KL divergence (its Hessian at the old policy is ``F``). A backtracking line
-search then shrinks the step until it both improves the surrogate and keeps the KL
-inside the trust region.
+gradient needs only products ``F v`` (``F`` is the Hessian of the mean KL divergence at
+the old policy). A backtracking line search then shrinks the step until it both improves
+the surrogate and keeps the KL inside the trust region.
 """
 
 from __future__ import annotations
@@ -20,7 +19,14 @@ from torch.nn.utils import parameters_to_vector, vector_to_parameters
 def flat_grad(output: Tensor, params: Sequence[Tensor], create_graph: bool = False,
               retain_graph: bool | None = None) -> Tensor:
     """The gradient of a scalar as one flat vector, the shape the linear algebra works in."""
-    grads = torch.autograd.grad(output, params, create_graph=create_graph, retain_graph=retain_graph)
+    return flat_grad_of([output], params, None, create_graph=create_graph, retain_graph=retain_graph)
+
+
+def flat_grad_of(outputs: Sequence[Tensor], params: Sequence[Tensor], weights: Sequence[Tensor] | None,
+                 create_graph: bool = False, retain_graph: bool | None = None) -> Tensor:
+    """``Σ weights · ∂outputs/∂params`` as one flat vector (a scalar's gradient when ``weights`` is None)."""
+    grads = torch.autograd.grad(outputs, params, grad_outputs=weights, create_graph=create_graph,
+                                retain_graph=retain_graph)
     return torch.cat([grad.reshape(-1) for grad in grads])
 
 
@@ -48,18 +54,29 @@ def conjugate_gradient(matvec: Callable[[Tensor], Tensor], b: Tensor, iters: int
     return x
 
 
-def fisher_vector_product(kl: Tensor, params: Sequence[Tensor], damping: float
-                          ) -> Callable[[Tensor], Tensor]:
-    """``v ↦ ∇(∇KL · v) + damping · v``: the Fisher matrix times ``v``, never forming the matrix.
+def fisher_vector_product(inputs: Sequence[Tensor], mean_kl: Callable[[Sequence[Tensor]], Tensor],
+                          params: Sequence[Tensor], damping: float) -> Callable[[Tensor], Tensor]:
+    """``v ↦ F v + damping · v`` for the policy whose action distribution on the batch has
+    ``inputs`` (logits, or mean and log-std, with their graph to ``params``), never forming ``F``.
 
-    ``kl`` is the mean KL(old ‖ new) evaluated at new = old. Its gradient is taken once,
-    with a graph, so each product costs one more backward pass. Damping keeps the
-    system well conditioned where the sampled Fisher matrix is nearly singular.
+    ``mean_kl(z)`` is the mean KL(old ‖ new) from the distribution at ``inputs`` to the one
+    at ``z``. ``F`` is its Hessian in ``θ`` at new = old: ``Jᵀ M J`` with ``J = ∂z/∂θ`` and
+    ``M`` the KL's Hessian in ``z`` (the chain rule's other term holds the KL's gradient,
+    zero at new = old). So a product is ``J v`` (a backward pass through the graph of
+    ``Jᵀ u``, linear in a probe ``u``), ``M`` on the batch's few outputs, and ``Jᵀ`` (one
+    more backward pass): about a third less work than differentiating the KL's gradient
+    again, as modular_rl does, for the same product to rounding. Damping keeps the system
+    well conditioned where the sampled Fisher matrix is nearly singular.
     """
-    kl_grad = flat_grad(kl, params, create_graph=True)
+    at_old = [z.detach().requires_grad_() for z in inputs]
+    kl_grad = torch.autograd.grad(mean_kl(at_old), at_old, create_graph=True)
+    probes = [torch.zeros_like(z, requires_grad=True) for z in inputs]
+    transposed = flat_grad_of(inputs, params, probes, create_graph=True)  # Jᵀ u
 
     def product(vector: Tensor) -> Tensor:
-        return flat_grad(kl_grad @ vector, params, retain_graph=True) + damping * vector
+        jv = torch.autograd.grad(transposed @ vector, probes, retain_graph=True)
+        mjv = torch.autograd.grad(kl_grad, at_old, grad_outputs=jv, retain_graph=True)
+        return flat_grad_of(inputs, params, mjv, retain_graph=True) + damping * vector
 
     return product
 

@@ -7,7 +7,7 @@ import torch
 from torch.distributions import Normal
 
 from volley import ConfigError, TRPOConfig
-from volley.models import Categorical
+from volley.models import Categorical, DiagGaussian
 from volley.trust_region import conjugate_gradient, fisher_vector_product
 
 
@@ -20,33 +20,42 @@ def test_conjugate_gradient_solves_a_random_spd_system():
     torch.testing.assert_close(x, torch.linalg.solve(a, b), rtol=1e-9, atol=1e-9)
 
 
-def test_fisher_vector_product_is_the_hessian_of_the_mean_kl_times_v():
+@pytest.mark.parametrize("kind", ["categorical", "gaussian"])
+def test_fisher_vector_product_is_the_hessian_of_the_mean_kl_times_v(kind):
+    """The Hessian of the mean KL in the flat parameters, built whole by torch, is the
+    independent computation; the product never builds it."""
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2)).double()
+    log_std = torch.nn.Parameter(torch.tensor([-0.3, 0.2], dtype=torch.float64))
     obs = torch.randn(32, 3, dtype=torch.float64)
-    params = list(net.parameters())
-    names = [name for name, _ in net.named_parameters()]
+    names = [name for name, _ in net.named_parameters()] + (["log_std"] if kind == "gaussian" else [])
+    params = list(net.parameters()) + ([log_std] if kind == "gaussian" else [])
     shapes = [p.shape for p in params]
     flat = torch.cat([p.detach().reshape(-1) for p in params])
+
+    def distribution(tensors: dict[str, torch.Tensor]) -> Categorical | DiagGaussian:
+        out = torch.func.functional_call(net, {k: v for k, v in tensors.items() if k != "log_std"}, (obs,))
+        return Categorical(out) if kind == "categorical" else DiagGaussian(out, tensors["log_std"])
+
     with torch.no_grad():
-        old = Categorical(net(obs))
+        old = distribution(dict(zip(names, params, strict=True)))
 
     def mean_kl(vector: torch.Tensor) -> torch.Tensor:
         tensors, start = [], 0
         for shape in shapes:
             tensors.append(vector[start:start + shape.numel()].reshape(shape))
             start += shape.numel()
-        logits = torch.func.functional_call(net, dict(zip(names, tensors, strict=True)), (obs,))
-        return old.kl(Categorical(logits)).mean()
+        return old.kl(distribution(dict(zip(names, tensors, strict=True)))).mean()
 
     hessian = torch.autograd.functional.hessian(mean_kl, flat)
     v = torch.randn_like(flat)
-    fvp = fisher_vector_product(old.kl(Categorical(net(obs))).mean(), params, damping=0.0)
-    torch.testing.assert_close(fvp(v), hessian @ v, rtol=1e-8, atol=1e-10)
-    assert fvp(v).abs().max() > 1e-3  # a real product, not zeros
-    # damping adds d·v
-    damped = fisher_vector_product(old.kl(Categorical(net(obs))).mean(), params, damping=0.1)
-    torch.testing.assert_close(damped(v), hessian @ v + 0.1 * v, rtol=1e-8, atol=1e-10)
+    for damping in (0.0, 0.1):
+        dist = distribution(dict(zip(names, params, strict=True)))
+        fvp = fisher_vector_product(dist.inputs, lambda inputs: old.kl(type(old)(*inputs)).mean(),
+                                    params, damping=damping)
+        torch.testing.assert_close(fvp(v), hessian @ v + damping * v, rtol=1e-8, atol=1e-10)
+        torch.testing.assert_close(fvp(2 * v), 2 * fvp(v), rtol=1e-8, atol=1e-10)  # reusable, linear
+    assert (hessian @ v).abs().max() > 1e-3  # a real product, not zeros
 
 
 @pytest.mark.parametrize("max_kl", [0.01, 0.05])

@@ -72,13 +72,14 @@ class TRPO(Algorithm):
             kl = old_dist.kl(dist)  # type: ignore[arg-type]  # one policy's: always the same kind
             return (ratio * advantages).mean(), kl.mean(), dist
 
-        # natural gradient: s = F⁻¹ g by conjugate gradient, F v from the KL's Hessian
-        surrogate, kl, _ = surrogate_and_kl()
+        # natural gradient: s = F⁻¹ g by conjugate gradient, F the KL's Hessian
+        surrogate, _, dist = surrogate_and_kl()
         gradient = flat_grad(surrogate, params, retain_graph=True)
         if not self.update_is_finite(surrogate, gradient.norm()):
             return {"policy_loss": -surrogate.item(), "surrogate_improvement": 0.0, "kl": 0.0,
                     "entropy": math.nan, "line_search_fraction": 0.0}
-        fvp = fisher_vector_product(kl, params, cfg.cg_damping)
+        fvp = fisher_vector_product(dist.inputs, lambda inputs: old_dist.kl(type(dist)(*inputs)).mean(),  # type: ignore[arg-type]
+                                    params, cfg.cg_damping)
         direction = conjugate_gradient(fvp, gradient, cfg.cg_iters)
         # largest step along s with ½ sᵀF s = max_kl
         full_step = direction * torch.sqrt(2 * cfg.max_kl / (direction @ fvp(direction)))
