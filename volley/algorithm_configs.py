@@ -125,10 +125,14 @@ class TRPOConfig(AlgorithmConfig):
     max_backtracks: int = option(10, "training", "line search: try step fractions 0.5**k for k below this")
     accept_ratio: float = option(
         0.1, "training", "line search: the least actual / expected surrogate improvement accepted")
+    sub_sampling_factor: int = option(
+        1, "training", "the policy step (gradient, Fisher products, line search) reads every k-th row of "
+        "the batch, as sb3-contrib's TRPO does: k times less work; the value fit reads every row")
 
     def validate(self) -> None:
         super().validate()
-        for key in ("max_kl", "cg_iters", "vf_lr", "vf_epochs", "vf_minibatch_size", "max_backtracks"):
+        for key in ("max_kl", "cg_iters", "vf_lr", "vf_epochs", "vf_minibatch_size", "max_backtracks",
+                    "sub_sampling_factor"):
             if getattr(self, key) <= 0:
                 raise ConfigError(f"config key '{key}' must be > 0, got {getattr(self, key)!r}")
         if self.cg_damping < 0:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from torch.distributions import Normal
 
-from volley import ConfigError, TRPOConfig
+from volley import TRPO, ConfigError, TRPOConfig
 from volley.models import Categorical, DiagGaussian
+from volley.rollout.batch import Batch
 from volley.trust_region import conjugate_gradient, fisher_vector_product
 
 
@@ -102,6 +104,30 @@ def test_max_kl_bounds_the_kl_of_the_whole_gaussian_not_its_mean_per_dimension()
     assert joint <= 1.5 * 0.01  # a per-dimension bound would let it reach about 3 x 0.01
 
 
+def test_sub_sampling_factor_steps_on_every_kth_row():
+    """sb3-contrib's sub_sampling_factor: a step with k = 3 is the step k = 1 takes on a batch of
+    every third row, cut by hand; the same seed gives both algorithms the same weights."""
+    def trpo(factor: int) -> TRPO:
+        return (TRPOConfig().environment("CartPole-v1").resources(engine="local")
+                .rollouts(num_envs_per_worker=2).training(train_batch_size=600, sub_sampling_factor=factor)
+                .debugging(seed=0).build())
+
+    subsampled, by_hand, every_row = trpo(3), trpo(1), trpo(1)
+    try:
+        batch = subsampled.sample()
+        assert len(batch) >= 600
+        stats = subsampled.update_policy(batch)
+        by_hand.update_policy(Batch({key: column[::3] for key, column in batch.items()}))
+        every_row.update_policy(batch)
+    finally:
+        for algo in (subsampled, by_hand, every_row):
+            algo.stop()
+    assert stats["line_search_fraction"] > 0
+    torch.testing.assert_close(torch.as_tensor(subsampled.policy.get_flat_weights()),
+                               torch.as_tensor(by_hand.policy.get_flat_weights()), rtol=1e-5, atol=1e-6)
+    assert not np.allclose(subsampled.policy.get_flat_weights(), every_row.policy.get_flat_weights())
+
+
 def test_train_reports_the_value_fit_and_the_trust_region():
     algo = (TRPOConfig().environment("CartPole-v1").resources(engine="local")
             .rollouts(num_envs_per_worker=4).training(train_batch_size=1000).debugging(seed=0).build())
@@ -120,6 +146,7 @@ def test_train_reports_the_value_fit_and_the_trust_region():
     ("cg_damping", -1.0, "'cg_damping' must be >= 0, got -1.0"),
     ("gae_lambda", 1.5, "'gae_lambda' must be in [0, 1], got 1.5"),
     ("cg_iters", 0, "'cg_iters' must be > 0, got 0"),
+    ("sub_sampling_factor", 0, "'sub_sampling_factor' must be > 0, got 0"),
 ])
 def test_bad_trpo_keys_are_named(key, value, words):
     with pytest.raises(ConfigError) as error:

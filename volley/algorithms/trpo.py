@@ -55,12 +55,14 @@ class TRPO(Algorithm):
         return {**self.update_policy(batch), **self.update_value_function(batch)}
 
     def update_policy(self, batch: Batch) -> dict[str, float]:
-        """One natural-gradient step on the surrogate, line-searched inside the KL trust region."""
+        """One natural-gradient step on the surrogate, line-searched inside the KL trust region, on
+        every ``sub_sampling_factor``-th row of the batch (every row by default)."""
         cfg = self.config
         params = self.policy.policy_parameters()
-        obs = torch.as_tensor(batch["obs"], device=self.device)
-        actions = torch.as_tensor(batch["actions"], device=self.device)
-        advantages = torch.as_tensor(batch["advantages"], device=self.device)
+        rows = batch.slice(slice(None, None, cfg.sub_sampling_factor))
+        obs = torch.as_tensor(rows["obs"], device=self.device)
+        actions = torch.as_tensor(rows["actions"], device=self.device)
+        advantages = torch.as_tensor(rows["advantages"], device=self.device)
         advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
         with torch.no_grad():
             old_dist = self.policy.distribution(obs)
