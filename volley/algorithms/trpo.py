@@ -80,8 +80,9 @@ class TRPO(Algorithm):
         if not self.update_is_finite(surrogate, gradient.norm()):
             return {"policy_loss": -surrogate.item(), "surrogate_improvement": 0.0, "kl": 0.0,
                     "entropy": math.nan, "line_search_fraction": 0.0}
-        fvp = fisher_vector_product(dist.inputs, lambda inputs: old_dist.kl(type(dist)(*inputs)).mean(),  # type: ignore[arg-type]
-                                    params, cfg.cg_damping)
+        fvp = fisher_vector_product(
+            dist.inputs, lambda inputs: old_dist.kl(type(dist)(*inputs)).mean(),  # type: ignore[arg-type]
+            params, cfg.cg_damping)
         direction = conjugate_gradient(fvp, gradient, cfg.cg_iters)
         # largest step along s with ½ sᵀF s = max_kl
         full_step = direction * torch.sqrt(2 * cfg.max_kl / (direction @ fvp(direction)))
