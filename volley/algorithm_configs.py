@@ -141,6 +141,9 @@ class TRPOConfig(AlgorithmConfig):
             raise ConfigError(f"config key 'gae_lambda' must be in [0, 1], got {self.gae_lambda!r}")
         if not 0.0 <= self.accept_ratio < 1.0:
             raise ConfigError(f"config key 'accept_ratio' must be in [0, 1), got {self.accept_ratio!r}")
+        if self.sub_sampling_factor >= self.train_batch_size:  # one row: no spread of advantages
+            raise ConfigError(f"sub_sampling_factor={self.sub_sampling_factor} must be below "
+                              f"train_batch_size={self.train_batch_size}: the policy step would read one row")
         if self.model.vf_share_layers:
             raise ConfigError("config key 'model.vf_share_layers' must be False for TRPO, got True: "
                               "TRPO trains the value network apart from the policy")

@@ -147,6 +147,7 @@ def test_train_reports_the_value_fit_and_the_trust_region():
     ("gae_lambda", 1.5, "'gae_lambda' must be in [0, 1], got 1.5"),
     ("cg_iters", 0, "'cg_iters' must be > 0, got 0"),
     ("sub_sampling_factor", 0, "'sub_sampling_factor' must be > 0, got 0"),
+    ("sub_sampling_factor", 4000, "sub_sampling_factor=4000 must be below train_batch_size=4000"),
 ])
 def test_bad_trpo_keys_are_named(key, value, words):
     with pytest.raises(ConfigError) as error:
