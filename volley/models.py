@@ -45,7 +45,8 @@ class Categorical:
     """Distribution over ``Discrete`` actions from logits ``[B, n]``."""
 
     def __init__(self, logits: torch.Tensor) -> None:
-        self.inputs = (logits,)  # what it was built from: ``Categorical(*inputs)`` is the same distribution
+        # what it was built from (the log-probabilities are not): Categorical(*inputs) is this one
+        self.inputs = (logits,)
         self.logits = logits.log_softmax(dim=-1)
 
     def log_prob(self, actions: torch.Tensor) -> torch.Tensor:
@@ -90,7 +91,11 @@ class DiagGaussian:
     def __init__(self, mean: torch.Tensor, log_std: torch.Tensor) -> None:
         self.mean = mean
         self.log_std = log_std.expand_as(mean)
-        self.inputs = (mean, self.log_std)  # ``DiagGaussian(*inputs)`` is the same distribution
+
+    @property
+    def inputs(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """What it was built from: ``DiagGaussian(*inputs)`` is the same distribution."""
+        return self.mean, self.log_std
 
     def log_prob(self, actions: torch.Tensor) -> torch.Tensor:
         z = (actions - self.mean) / self.log_std.exp()
