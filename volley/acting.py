@@ -104,18 +104,21 @@ class RandomStreams(Protocol):
 
     def uniform(self) -> np.ndarray: ...
     def normal(self, dim: int) -> np.ndarray: ...  # float32 [N, dim]
+    def normal_and_half_sq_norm(self, dim: int) -> tuple[np.ndarray, np.ndarray]: ...  # and ½‖z‖² [N]
 
 
 def inverse_cdf(probs: np.ndarray, streams: RandomStreams) -> np.ndarray:
     """One categorical draw per row of ``probs`` ``[B, n]``, each with its environment's own uniform."""
-    cdf = probs.cumsum(-1)
+    return draw_from_cdf(probs.cumsum(-1), streams)
+
+
+def draw_from_cdf(cdf: np.ndarray, streams: RandomStreams) -> np.ndarray:
+    """One draw per row of ``cdf`` ``[B, n]``, the cumulative sums of weights that need not sum
+    to 1 (the uniform is scaled by their total)."""
     u = streams.uniform()[:, None] * cdf[:, -1:]
-    return np.minimum((u >= cdf).sum(-1), cdf.shape[-1] - 1)  # .clip(max=...): 1 µs more a step
-
-
-def log_softmax(logits: np.ndarray) -> np.ndarray:
-    shifted = logits - logits.max(-1, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+    # the first column past u: u < total always (a uniform below 1 times a float rounds below
+    # it), so some column is; argmax of the comparison is half the time of counting it
+    return (cdf > u).argmax(-1)
 
 
 def epsilon_greedy_logp(q_values: np.ndarray, epsilon: float) -> np.ndarray:
@@ -256,13 +259,16 @@ def actor_critic_act(weights: Mapping[str, np.ndarray], activation: str) -> ActF
         both_out = both(obs)
         out, values = both_out[:, :-1], both_out[:, -1]
         if not continuous:
-            logp_all = log_softmax(out)
-            actions = inverse_cdf(np.exp(logp_all), streams) if explore else logp_all.argmax(-1)
-            return actions, logp_all[np.arange(len(actions)), actions], values
+            # log π(a) = shifted[a] - log Σ exp(shifted): the softmax's total is the unnormalised
+            # CDF's last column, so a step makes no normalised copy of the probabilities
+            shifted = out - out.max(-1, keepdims=True)
+            cdf = np.exp(shifted).cumsum(-1)
+            actions = draw_from_cdf(cdf, streams) if explore else out.argmax(-1)
+            return actions, shifted[np.arange(len(actions)), actions] - np.log(cdf[:, -1]), values
         if not explore:
             return out, np.full(len(out), log_norm, np.float32), values
-        z = streams.normal(len(std))
-        return out + std * z, log_norm - np.float32(0.5) * np.einsum("ij,ij->i", z, z), values
+        z, half_sq_norm = streams.normal_and_half_sq_norm(len(std))
+        return out + std * z, log_norm - half_sq_norm, values
     return act
 
 

@@ -22,6 +22,21 @@ def test_merged_filter_equals_statistics_of_concatenated_data():
     np.testing.assert_allclose(merged.std, data.std(axis=0), rtol=1e-10)
 
 
+def test_one_row_at_a_time_normalises_each_row_with_the_statistics_of_all_rows_so_far():
+    """One environment's hot path (Welford's update, its centred row reused) against numpy."""
+    data = np.random.default_rng(3).normal(2.0, 3.0, size=(50, 4))
+    f = MeanStdFilter((4,), clip=1.5)
+    for t in range(len(data)):
+        out = f(data[t:t + 1])
+        seen = data[:t + 1]
+        std = seen.std(axis=0) if t > 0 else np.ones(4)
+        want = np.clip((data[t] - seen.mean(axis=0)) / (std + 1e-8), -1.5, 1.5)
+        assert out.shape == (1, 4) and out.dtype == np.float32
+        np.testing.assert_allclose(out[0], want, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(f.stats.mean, data.mean(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(f.stats.std, data.std(axis=0), rtol=1e-12)
+
+
 def test_filter_normalises_with_global_stats_and_clips():
     data = np.random.default_rng(1).normal(5.0, 2.0, size=(1000, 2))
     f = MeanStdFilter((2,), clip=3.0)

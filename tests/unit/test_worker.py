@@ -109,6 +109,12 @@ def test_streams_give_each_env_the_draws_of_its_own_generator_across_blocks():
         single = np.random.default_rng([5, index])
         np.testing.assert_array_equal(got_n[:, column],
                                       [single.standard_normal(6).astype(np.float32) for _ in range(steps)])
+    # the squared norms a Gaussian's log-density reads are those of the very draws, across blocks
+    paired, plain = EnvStreams(5, [3, 4]), EnvStreams(5, [3, 4])
+    for _ in range(steps):
+        z, half_sq_norm = paired.normal_and_half_sq_norm(6)
+        np.testing.assert_array_equal(z, plain.normal(6))
+        np.testing.assert_allclose(half_sq_norm, 0.5 * (z.astype(np.float64) ** 2).sum(-1), rtol=1e-6)
     # a draw of another kind starts a block of its own kind where the stream stands
     single = np.random.default_rng([5, 3])
     single.random(2 * EnvStreams.BLOCK)  # the two blocks of uniforms drawn above

@@ -86,12 +86,14 @@ class EnvStreams:
         self.generators = [np.random.default_rng([seed, i]) for i in env_indices]
         self._block = np.empty((len(self.generators), 0))  # [N, BLOCK] uniforms or [N, BLOCK, dim] normals
         self._next = 0  # the block's next unused step
+        self._half_sq_norms: np.ndarray | None = None  # ½‖z‖² of a block of normals, once asked for
 
     def _draw(self, shape: tuple[int, ...], fill: Callable[[np.random.Generator], np.ndarray]) -> np.ndarray:
         """One step's draws of ``shape`` per environment; a new block when this one is used up or
         holds draws of another shape (the kind of draw, told by the block's own shape)."""
         if self._next == self._block.shape[1] or self._block.shape[2:] != shape:
             self._block, self._next = np.stack([fill(g) for g in self.generators]), 0
+            self._half_sq_norms = None
         self._next += 1
         return self._block[:, self._next - 1]
 
@@ -101,6 +103,14 @@ class EnvStreams:
     def normal(self, dim: int) -> np.ndarray:
         """float32: the float64 draws rounded once a block (numpy's float32 draws are other values)."""
         return self._draw((dim,), lambda g: g.standard_normal((self.BLOCK, dim)).astype(np.float32))
+
+    def normal_and_half_sq_norm(self, dim: int) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`normal` and each row's ``½‖z‖²`` ``[N]``, which a Gaussian's log-density of its
+        own draw needs: computed for the whole block at once, not one einsum a step."""
+        z = self.normal(dim)
+        if self._half_sq_norms is None:
+            self._half_sq_norms = np.float32(0.5) * np.einsum("nbd,nbd->nb", self._block, self._block)
+        return z, self._half_sq_norms[:, self._next - 1]
 
 
 class RolloutWorker:
