@@ -209,27 +209,31 @@ class NumpyMLP:
         return x
 
     @staticmethod
-    def side_by_side(left: NumpyMLP, right: NumpyMLP) -> NumpyMLP:
-        """One network computing ``left`` and ``right`` on the same input, their outputs
-        concatenated: the first layers' weights side by side, every later layer's
-        block-diagonal. On a few rows a product twice as wide costs about what one costs, so
-        a policy and its value function act in half the numpy calls (≈ 7 µs a step saved on
-        two 64x64 bodies). Both must be the same kinds of layer in the same order."""
-        fused, first = NumpyMLP(), True
-        for a, b in zip(left.layers, right.layers, strict=True):
+    def stacked(left: NumpyMLP, right: NumpyMLP) -> NumpyMLP:
+        """One network computing ``left`` and ``right`` on the same input, output ``[2, B, width]``:
+        each pair of Linear weights stacked as ``[2, n_in, n_out]``, so numpy's batched matmul
+        runs both in one call, and a policy and its value function act in half the numpy
+        calls of two networks (≈ 7 µs a step saved on two 64x64 bodies). Stacked, not
+        block-diagonal: a block-diagonal product does twice the multiply-adds (16 rows through
+        two 64x64 layers: 6.4 µs, stacked 3.3). The narrower last layer is padded with zero
+        columns. Both must be the same kinds of layer in the same order."""
+        fused = NumpyMLP()
+        width = max(a[0].shape[-1] for a in (left.layers[-1], right.layers[-1]) if isinstance(a, tuple))
+        for i, (a, b) in enumerate(zip(left.layers, right.layers, strict=True)):
             if not isinstance(a, tuple) or not isinstance(b, tuple):
-                assert a is b, "side_by_side needs the same activations in the same places"
+                assert a is b, "stacked needs the same activations in the same places"
                 fused.layers.append(a)
                 continue
-            (w_a, b_a), (w_b, b_b) = a, b
-            if first:  # both read the same input
-                weight = np.concatenate([w_a, w_b], axis=1)
-            else:  # each reads its own part of the previous layer's output
-                weight = np.zeros((len(w_a) + len(w_b), w_a.shape[1] + w_b.shape[1]), np.float32)
-                weight[:len(w_a), :w_a.shape[1]], weight[len(w_a):, w_a.shape[1]:] = w_a, w_b
-            fused.layers.append((weight, np.concatenate([b_a, b_b])))
-            first = False
+            if i == len(left.layers) - 1:
+                a, b = (_padded(layer, width) for layer in (a, b))
+            fused.layers.append((np.stack([a[0], b[0]]), np.stack([a[1], b[1]])[:, None, :]))
         return fused
+
+
+def _padded(layer: tuple[np.ndarray, np.ndarray], width: int) -> tuple[np.ndarray, np.ndarray]:
+    """A Linear layer ``(Wᵀ, b)`` with zero output columns added up to ``width``."""
+    weight, bias = layer
+    return np.pad(weight, ((0, 0), (0, width - weight.shape[1]))), np.pad(bias, (0, width - len(bias)))
 
 
 Acting = tuple[np.ndarray, np.ndarray, np.ndarray]  # actions [B, ...], their log-probabilities [B], values [B]
@@ -241,12 +245,12 @@ def actor_critic_act(weights: Mapping[str, np.ndarray], activation: str) -> ActF
     environment's own stream when ``explore``, else the most likely; their log-probabilities
     and the values."""
     pi_head, vf_head = NumpyMLP.of(weights, "pi_head"), NumpyMLP.of(weights, "vf_head")
-    # one network whose output is [logits or mean, value]
+    # one network whose output is [logits or mean, value in column 0]
     if "vf_body.0.weight" not in weights:  # the shared body, then both heads as one layer
-        both = NumpyMLP.of(weights, "pi_body", activation) + NumpyMLP.side_by_side(pi_head, vf_head)
-    else:  # policy and value networks side by side
-        both = NumpyMLP.side_by_side(NumpyMLP.of(weights, "pi_body", activation) + pi_head,
-                                     NumpyMLP.of(weights, "vf_body", activation) + vf_head)
+        both = NumpyMLP.of(weights, "pi_body", activation) + NumpyMLP.stacked(pi_head, vf_head)
+    else:  # policy and value networks stacked
+        both = NumpyMLP.stacked(NumpyMLP.of(weights, "pi_body", activation) + pi_head,
+                                NumpyMLP.of(weights, "vf_body", activation) + vf_head)
     continuous = "log_std" in weights
     if continuous:
         log_std = weights["log_std"].astype(np.float64)
@@ -257,7 +261,7 @@ def actor_critic_act(weights: Mapping[str, np.ndarray], activation: str) -> ActF
 
     def act(obs: np.ndarray, streams: RandomStreams, explore: bool) -> Acting:
         both_out = both(obs)
-        out, values = both_out[:, :-1], both_out[:, -1]
+        out, values = both_out[0], both_out[1, :, 0]
         if not continuous:
             # log π(a) = shifted[a] - log Σ exp(shifted): the softmax's total is the unnormalised
             # CDF's last column, so a step makes no normalised copy of the probabilities
