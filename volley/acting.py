@@ -14,7 +14,7 @@ does everything that learns.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import gymnasium as gym
 import numpy as np
@@ -102,30 +102,32 @@ def q_outputs(action_space: gym.Space) -> int:
 class RandomStreams(Protocol):
     """One random stream per environment (see RolloutWorker)."""
 
-    def uniform(self) -> np.ndarray: ...
+    def gumbel(self, n: int) -> np.ndarray: ...  # float64 [N, n]
     def normal(self, dim: int) -> np.ndarray: ...  # float32 [N, dim]
-    def normal_and_half_sq_norm(self, dim: int) -> tuple[np.ndarray, np.ndarray]: ...  # and ½‖z‖² [N]
 
 
-def inverse_cdf(probs: np.ndarray, streams: RandomStreams) -> np.ndarray:
-    """One categorical draw per row of ``probs`` ``[B, n]``, each with its environment's own uniform."""
-    return draw_from_cdf(probs.cumsum(-1), streams)
+def gumbel_max(log_weights: np.ndarray, streams: RandomStreams) -> np.ndarray:
+    """One categorical draw per row of unnormalised log-probabilities ``[B, n]``: the argmax of
+    each row plus its environment's Gumbel noise (Gumbel, 1954; the "Gumbel-max trick"). Two
+    numpy calls a step: no softmax, no cumulative sum, and the noise comes in blocks."""
+    return (log_weights + streams.gumbel(log_weights.shape[-1])).argmax(-1)
 
 
-def draw_from_cdf(cdf: np.ndarray, streams: RandomStreams) -> np.ndarray:
-    """One draw per row of ``cdf`` ``[B, n]``, the cumulative sums of weights that need not sum
-    to 1 (the uniform is scaled by their total)."""
-    u = streams.uniform()[:, None] * cdf[:, -1:]
-    # the first column past u: u < total always (a uniform below 1 times a float rounds below
-    # it), so some column is; argmax of the comparison is half the time of counting it
-    return (cdf > u).argmax(-1)
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = logits - logits.max(-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+
+
+def pick(values: np.ndarray, actions: np.ndarray) -> np.ndarray:
+    """``values[..., a]`` for each action ``a`` of ``actions`` ``[...]`` (``values`` ``[..., n]``)."""
+    return np.take_along_axis(values, actions[..., None].astype(np.intp), -1)[..., 0]
 
 
 def epsilon_greedy_logp(q_values: np.ndarray, epsilon: float) -> np.ndarray:
-    """Log-probabilities ``[B, n]`` of ε-greedy acting: ``ε/n + (1 - ε)·[a = argmax Q]``."""
+    """Log-probabilities ``[..., n]`` of ε-greedy acting: ``ε/n + (1 - ε)·[a = argmax Q]``."""
     n = q_values.shape[-1]
     probs = np.full(q_values.shape, epsilon / n, q_values.dtype)
-    probs[np.arange(len(q_values)), q_values.argmax(-1)] += 1 - epsilon
+    np.put_along_axis(probs, q_values.argmax(-1)[..., None], epsilon / n + 1 - epsilon, -1)
     return np.log(np.maximum(probs, np.finfo(probs.dtype).tiny))  # finite at ε = 0
 
 
@@ -236,14 +238,25 @@ def _padded(layer: tuple[np.ndarray, np.ndarray], width: int) -> tuple[np.ndarra
     return np.pad(weight, ((0, 0), (0, width - weight.shape[1]))), np.pad(bias, (0, width - len(bias)))
 
 
-Acting = tuple[np.ndarray, np.ndarray, np.ndarray]  # actions [B, ...], their log-probabilities [B], values [B]
+# actions [B, ...], the inputs of their distribution [B, ...] (logits, a Gaussian's mean,
+# Q-values), values [B]. Log-probabilities are not computed per step: a worker computes a
+# whole fragment's at once from the stacked inputs (:class:`Twin`'s ``log_prob``).
+Acting = tuple[np.ndarray, np.ndarray, np.ndarray]
 ActFn = Callable[[np.ndarray, RandomStreams, bool], Acting]
+LogProbFn = Callable[[np.ndarray, np.ndarray], np.ndarray]  # (distribution inputs, actions) -> log π(a)
 
 
-def actor_critic_act(weights: Mapping[str, np.ndarray], activation: str) -> ActFn:
+class Twin(NamedTuple):
+    """How a network acts, and the log-probabilities of its actions from what ``act`` returned."""
+
+    act: ActFn
+    log_prob: LogProbFn
+
+
+def actor_critic_twin(weights: Mapping[str, np.ndarray], activation: str) -> Twin:
     """How an MLP actor-critic with these named ``weights`` acts: actions sampled with each
-    environment's own stream when ``explore``, else the most likely; their log-probabilities
-    and the values."""
+    environment's own stream when ``explore``, else the most likely; the logits (or the
+    Gaussian's mean) and the values."""
     pi_head, vf_head = NumpyMLP.of(weights, "pi_head"), NumpyMLP.of(weights, "vf_head")
     # one network whose output is [logits or mean, value in column 0]
     if "vf_body.0.weight" not in weights:  # the shared body, then both heads as one layer
@@ -252,33 +265,28 @@ def actor_critic_act(weights: Mapping[str, np.ndarray], activation: str) -> ActF
         both = NumpyMLP.stacked(NumpyMLP.of(weights, "pi_body", activation) + pi_head,
                                 NumpyMLP.of(weights, "vf_body", activation) + vf_head)
     continuous = "log_std" in weights
-    if continuous:
-        log_std = weights["log_std"].astype(np.float64)
-        std = np.exp(log_std).astype(np.float32)
-        # log N(out + std·z; out, std) = -½‖z‖² - Σ log std - ½·d·log 2π: the draw z is the
-        # standardised action, so only ‖z‖² is computed per step
-        log_norm = np.float32(-(log_std.sum() + 0.5 * len(log_std) * np.log(2 * np.pi)))
+    log_std = weights["log_std"].astype(np.float64) if continuous else np.zeros(0)
+    std = np.exp(log_std).astype(np.float32)
+    log_norm = np.float32(-(log_std.sum() + 0.5 * len(log_std) * np.log(2 * np.pi)))
 
     def act(obs: np.ndarray, streams: RandomStreams, explore: bool) -> Acting:
         both_out = both(obs)
         out, values = both_out[0], both_out[1, :, 0]
+        if continuous:
+            return (out + std * streams.normal(len(std)) if explore else out), out, values
+        return (gumbel_max(out, streams) if explore else out.argmax(-1)), out, values
+
+    def log_prob(out: np.ndarray, actions: np.ndarray) -> np.ndarray:
         if not continuous:
-            # log π(a) = shifted[a] - log Σ exp(shifted): the softmax's total is the unnormalised
-            # CDF's last column, so a step makes no normalised copy of the probabilities
-            shifted = out - out.max(-1, keepdims=True)
-            cdf = np.exp(shifted).cumsum(-1)
-            actions = draw_from_cdf(cdf, streams) if explore else out.argmax(-1)
-            return actions, shifted[np.arange(len(actions)), actions] - np.log(cdf[:, -1]), values
-        if not explore:
-            return out, np.full(len(out), log_norm, np.float32), values
-        z, half_sq_norm = streams.normal_and_half_sq_norm(len(std))
-        return out + std * z, log_norm - half_sq_norm, values
-    return act
+            return pick(log_softmax(out), actions)
+        z = (actions - out) / std  # log N(a; out, std) = -½‖z‖² - Σ log std - ½·d·log 2π
+        return log_norm - np.float32(0.5) * (z * z).sum(-1)
+    return Twin(act, log_prob)
 
 
-def q_network_act(weights: Mapping[str, np.ndarray], activation: str) -> ActFn:
-    """How an MLP Q-network with these named ``weights`` acts: ε-greedy (ε among the weights),
-    with the greedy values ``max_a Q``; dueling when it has a ``value_head``."""
+def q_network_twin(weights: Mapping[str, np.ndarray], activation: str) -> Twin:
+    """How an MLP Q-network with these named ``weights`` acts: ε-greedy (ε among the weights);
+    the Q-values and the greedy values ``max_a Q``; dueling when it has a ``value_head``."""
     body = NumpyMLP.of(weights, "body", activation) + NumpyMLP.of(weights, "hidden", activation)
     q_head = NumpyMLP.of(weights, "q_head")
     value_head = NumpyMLP.of(weights, "value_head") if "value_head.weight" in weights else None
@@ -289,10 +297,12 @@ def q_network_act(weights: Mapping[str, np.ndarray], activation: str) -> ActFn:
         q = q_head(features)
         if value_head is not None:
             q = value_head(features) + q - q.mean(-1, keepdims=True)
-        logp_all = epsilon_greedy_logp(q, epsilon)
-        actions = inverse_cdf(np.exp(logp_all), streams) if explore else q.argmax(-1)
-        return actions, logp_all[np.arange(len(actions)), actions], q.max(-1)
-    return act
+        actions = gumbel_max(epsilon_greedy_logp(q, epsilon), streams) if explore else q.argmax(-1)
+        return actions, q, q.max(-1)
+
+    def log_prob(q: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        return pick(epsilon_greedy_logp(q, epsilon), actions)
+    return Twin(act, log_prob)
 
 
 class NumpyActor:
@@ -304,8 +314,8 @@ class NumpyActor:
         self.shapes = parameter_shapes(obs_size, action_space, model, network, head_hiddens)
         self.size = sum(int(np.prod(shape)) for _, shape in self.shapes)
         self.activation = model.fcnet_activation
-        self.build = actor_critic_act if network == "actor_critic" else q_network_act
-        self._act: ActFn | None = None
+        self.build = actor_critic_twin if network == "actor_critic" else q_network_twin
+        self._twin: Twin | None = None
 
     def load(self, flat: np.ndarray) -> None:
         if flat.shape != (self.size,):
@@ -315,8 +325,13 @@ class NumpyActor:
             size = int(np.prod(shape))
             weights[name] = flat[offset:offset + size].reshape(shape)
             offset += size
-        self._act = self.build(weights, self.activation)
+        self._twin = self.build(weights, self.activation)
 
     def __call__(self, obs: np.ndarray, streams: RandomStreams, explore: bool) -> Acting:
-        assert self._act is not None, "load() the weights before acting"
-        return self._act(obs, streams, explore)
+        assert self._twin is not None, "load() the weights before acting"
+        return self._twin.act(obs, streams, explore)
+
+    def log_prob(self, dist_inputs: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        """Log-probabilities of ``actions`` ``[...]`` from the distribution inputs acting returned."""
+        assert self._twin is not None, "load() the weights before acting"
+        return self._twin.log_prob(dist_inputs, actions)

@@ -26,15 +26,15 @@ import torch
 from torch import nn
 
 from volley.acting import (
-    ActFn,
     Acting,
     ObsPreprocessor,
     RandomStreams,
-    actor_critic_act,
-    inverse_cdf,
+    Twin,
+    actor_critic_twin,
+    gumbel_max,
     parameter_shapes,
     policy_outputs,
-    q_network_act,
+    q_network_twin,
     q_outputs,
 )
 from volley.config import ModelConfig, NetworkKind
@@ -59,8 +59,8 @@ class Categorical:
         return self.logits.argmax(-1)
 
     def sample(self, streams: RandomStreams) -> torch.Tensor:
-        """Inverse-CDF sampling with each environment's own uniform draw."""
-        return torch.as_tensor(inverse_cdf(self.logits.exp().numpy(), streams))
+        """Gumbel-max sampling with each environment's own noise, as the numpy actors draw."""
+        return torch.as_tensor(gumbel_max(self.logits.detach().cpu().numpy(), streams))
 
     def kl(self, other: Categorical) -> torch.Tensor:
         return (self.logits.exp() * (self.logits - other.logits)).sum(-1)
@@ -71,7 +71,7 @@ class EpsilonGreedy(Categorical):
     the greedy one.
 
     It is the categorical distribution with probabilities ``ε/n + (1 - ε)·[a = argmax Q]``,
-    so workers sample it like any policy (inverse CDF, one uniform draw per environment);
+    so workers sample it like any policy (Gumbel-max, each environment's own noise);
     its mode is the greedy action at every ε.
     """
 
@@ -200,32 +200,60 @@ class Policy(nn.Module):
         # a copy: arrays from Ray's object store are read-only
         nn.utils.vector_to_parameters(torch.tensor(flat, dtype=torch.float32, device=device),
                                       self.parameters())
-        self._twin: tuple[list[int], ActFn] | None = None
+        self._twin: tuple[list[int], Twin] | None = None
 
     def act(self, obs: np.ndarray, streams: RandomStreams, explore: bool) -> Acting:
         """Actions for a batch of (filtered) observations ``[B, *obs_shape]``: sampled with each
-        environment's own stream when ``explore``, else the most likely; with their
-        log-probabilities and the values. An MLP acts through its numpy twin, rebuilt
-        whenever the weights changed (set here, or changed in place: loaded, or stepped by
-        an optimizer)."""
+        environment's own stream when ``explore``, else the most likely; with the inputs of
+        their distribution (see :meth:`log_prob`) and the values. An MLP acts through its
+        numpy twin, rebuilt whenever the weights changed (set here, or changed in place:
+        loaded, or stepped by an optimizer)."""
+        return self._current_twin().act(obs, streams, explore)
+
+    def log_prob(self, dist_inputs: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        """Log-probabilities of ``actions`` ``[...]`` under the distributions whose inputs
+        :meth:`act` returned (``[..., n]``): a worker's whole fragment at once."""
+        return self._current_twin().log_prob(dist_inputs, actions)
+
+    def _current_twin(self) -> Twin:
         params = self.__dict__.get("_params") or self.__dict__.setdefault("_params", list(self.parameters()))
         versions = [p._version for p in params]  # in-place changes count them
         twin = getattr(self, "_twin", None)
         if twin is None or twin[0] != versions:
-            twin = (versions, self.numpy_twin() or self._act_in_torch)
+            twin = (versions, self.numpy_twin() or Twin(self._act_in_torch, self._log_prob_in_torch))
             self._twin = twin
-        return twin[1](obs, streams, explore)
+        return twin[1]
 
-    def numpy_twin(self) -> ActFn | None:
-        """A function acting like :meth:`act` with numpy copies of the weights (None: act in torch)."""
+    def numpy_twin(self) -> Twin | None:
+        """Acting like :meth:`act` with numpy copies of the weights (None: act in torch)."""
         return None
+
+    def outputs(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The distribution's inputs and the values ``[B]`` for observations ``[B, *obs_shape]``."""
+        raise NotImplementedError
+
+    def distribution_of(self, dist_inputs: torch.Tensor) -> Distribution:
+        """The action distribution with these inputs (what :meth:`outputs` gives)."""
+        raise NotImplementedError
+
+    def forward(self, obs: torch.Tensor) -> tuple[Distribution, torch.Tensor]:
+        """Action distribution and values ``[B]`` for observations ``[B, *obs_shape]``."""
+        dist_inputs, values = self.outputs(obs)
+        return self.distribution_of(dist_inputs), values
 
     @torch.inference_mode()
     def _act_in_torch(self, obs: np.ndarray, streams: RandomStreams, explore: bool) -> Acting:
         device = next(self.parameters()).device
-        dist, values = self(torch.as_tensor(obs, device=device))
-        actions = dist.sample(streams).to(device) if explore else dist.mode()
-        return actions.cpu().numpy(), dist.log_prob(actions).cpu().numpy(), values.cpu().numpy()
+        dist_inputs, values = self.outputs(torch.as_tensor(obs, device=device))
+        dist = self.distribution_of(dist_inputs)
+        actions = dist.sample(streams) if explore else dist.mode()
+        return actions.cpu().numpy(), dist_inputs.cpu().numpy(), values.cpu().numpy()
+
+    @torch.inference_mode()
+    def _log_prob_in_torch(self, dist_inputs: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        device = next(self.parameters()).device
+        dist = self.distribution_of(torch.as_tensor(dist_inputs, device=device))
+        return dist.log_prob(torch.as_tensor(actions, device=device)).cpu().numpy()
 
     def get_weights(self) -> dict[str, np.ndarray]:
         """Every tensor of the network by name, as numpy copies (RLlib's ``policy.get_weights()``)."""
@@ -260,28 +288,28 @@ class ActorCritic(Policy):
         self.vf_head = _layer(n_feat, 1, 1.0)
         self.log_std = nn.Parameter(torch.full((n_out,), model.log_std_init)) if self.continuous else None
 
-    def forward(self, obs: torch.Tensor) -> tuple[Distribution, torch.Tensor]:
-        """Action distribution and value ``[B]`` for observations ``[B, *obs_shape]``."""
+    def outputs(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Logits (or the Gaussian's mean) and values."""
         features = self.pi_body(obs)
         value_features = features if self.vf_body is None else self.vf_body(obs)
-        return self._distribution(self.pi_head(features)), self.vf_head(value_features).squeeze(-1)
+        return self.pi_head(features), self.vf_head(value_features).squeeze(-1)
 
     def distribution(self, obs: torch.Tensor) -> Distribution:
         """The action distribution alone: what a policy step reads (TRPO's, PG's), without the
         value network's forward pass over the whole batch."""
-        return self._distribution(self.pi_head(self.pi_body(obs)))
+        return self.distribution_of(self.pi_head(self.pi_body(obs)))
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         """The values ``[B]`` alone: what a value-function fit reads, without the policy's."""
         return self.vf_head(self.pi_body(obs) if self.vf_body is None else self.vf_body(obs)).squeeze(-1)
 
-    def _distribution(self, out: torch.Tensor) -> Distribution:
-        return Categorical(out) if self.log_std is None else DiagGaussian(out, self.log_std)
+    def distribution_of(self, dist_inputs: torch.Tensor) -> Distribution:
+        return Categorical(dist_inputs) if self.log_std is None else DiagGaussian(dist_inputs, self.log_std)
 
-    def numpy_twin(self) -> ActFn | None:
+    def numpy_twin(self) -> Twin | None:
         if not isinstance(self.pi_body, nn.Sequential):  # the CNN acts in torch
             return None
-        return actor_critic_act(named_arrays(self), self.activation)
+        return actor_critic_twin(named_arrays(self), self.activation)
 
     def policy_parameters(self) -> list[nn.Parameter]:
         """Parameters the action distribution depends on (a shared body included)."""
@@ -324,15 +352,19 @@ class QNetwork(Policy):
             return out
         return self.value_head(features) + out - out.mean(-1, keepdim=True)
 
-    def forward(self, obs: torch.Tensor) -> tuple[Distribution, torch.Tensor]:
-        """The ε-greedy distribution and the greedy values ``max_a Q`` ``[B]``."""
+    def outputs(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Q-values and the greedy values ``max_a Q``."""
         q = self.q_values(obs)
-        return EpsilonGreedy(q, self.epsilon.item()), q.max(-1).values
+        return q, q.max(-1).values
 
-    def numpy_twin(self) -> ActFn | None:
+    def distribution_of(self, dist_inputs: torch.Tensor) -> Distribution:
+        """The ε-greedy distribution over Q-values ``dist_inputs``."""
+        return EpsilonGreedy(dist_inputs, self.epsilon.item())
+
+    def numpy_twin(self) -> Twin | None:
         if not isinstance(self.body, nn.Sequential):  # the CNN acts in torch
             return None
-        return q_network_act(named_arrays(self), self.activation)
+        return q_network_twin(named_arrays(self), self.activation)
 
     def q_parameters(self) -> list[nn.Parameter]:
         """Everything the optimizer trains: all parameters but ε."""

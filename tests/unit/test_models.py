@@ -93,18 +93,29 @@ def test_acting_in_numpy_matches_the_torch_network(action_space, model, network)
     obs = np.random.default_rng(0).normal(size=(6, 7)).astype(np.float32)
     twin = policy.numpy_twin()
     assert twin is not None
-    actions, logp, values = twin(obs, EnvStreams(0, list(range(6))), True)
-    torch_actions, torch_logp, torch_values = policy._act_in_torch(obs, EnvStreams(0, list(range(6))), True)
+    actions, dist_inputs, values = twin.act(obs, EnvStreams(0, list(range(6))), True)
+    torch_actions, torch_inputs, torch_values = policy._act_in_torch(obs, EnvStreams(0, list(range(6))), True)
     np.testing.assert_allclose(actions, torch_actions, rtol=1e-5, atol=1e-6)  # the same draws
-    np.testing.assert_allclose(logp, torch_logp, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(dist_inputs, torch_inputs, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(values, torch_values, rtol=1e-5, atol=1e-6)
-    mode, _, _ = twin(obs, EnvStreams(0, list(range(6))), False)
+    # log-probabilities of a fragment [T, B] at once, against torch's distribution step by step
+    fragment_inputs, fragment_actions = np.stack([dist_inputs, dist_inputs + 0.5]), np.stack([actions] * 2)
+    logp = twin.log_prob(fragment_inputs, fragment_actions)
+    with torch.no_grad():
+        want = [policy.distribution_of(torch.as_tensor(x)).log_prob(torch.as_tensor(a)).numpy()
+                for x, a in zip(fragment_inputs, fragment_actions, strict=True)]
+    np.testing.assert_allclose(logp, want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(policy._log_prob_in_torch(fragment_inputs, fragment_actions), want, rtol=1e-5,
+                               atol=1e-5)
+    mode, _, _ = twin.act(obs, EnvStreams(0, list(range(6))), False)
     np.testing.assert_allclose(mode, policy._act_in_torch(obs, EnvStreams(0, [0]), False)[0], rtol=1e-5, atol=1e-6)
     # a rollout worker acts from the flat weights alone, with no torch network to read them from
     actor = NumpyActor(7, action_space, model, network)
     actor.load(policy.get_flat_weights())
-    for got, want in zip(actor(obs, EnvStreams(0, list(range(6))), True), (actions, logp, values), strict=True):
+    for got, want in zip(actor(obs, EnvStreams(0, list(range(6))), True), (actions, dist_inputs, values),
+                         strict=True):
         np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(actor.log_prob(fragment_inputs, fragment_actions), logp)
     with pytest.raises(VolleyError, match=r"weights of shape \(3,\) given to a network of \d+ weights"):
         actor.load(np.zeros(3, np.float32))
 

@@ -99,26 +99,22 @@ def test_each_complete_episodes_batch_starts_from_new_initial_states():
 
 def test_streams_give_each_env_the_draws_of_its_own_generator_across_blocks():
     steps = EnvStreams.BLOCK + 7  # past the first block
-    uniforms = EnvStreams(5, [3, 4])
+    gumbels = EnvStreams(5, [3, 4])
     normals = EnvStreams(5, [3, 4])
-    got_u = np.stack([uniforms.uniform() for _ in range(steps)])
+    got_g = np.stack([gumbels.gumbel(3) for _ in range(steps)])
     got_n = np.stack([normals.normal(6) for _ in range(steps)])
     for column, index in enumerate([3, 4]):
         single = np.random.default_rng([5, index])
-        np.testing.assert_array_equal(got_u[:, column], [single.random() for _ in range(steps)])
+        np.testing.assert_array_equal(got_g[:, column], [single.gumbel(size=3) for _ in range(steps)])
         single = np.random.default_rng([5, index])
         np.testing.assert_array_equal(got_n[:, column],
                                       [single.standard_normal(6).astype(np.float32) for _ in range(steps)])
-    # the squared norms a Gaussian's log-density reads are those of the very draws, across blocks
-    paired, plain = EnvStreams(5, [3, 4]), EnvStreams(5, [3, 4])
-    for _ in range(steps):
-        z, half_sq_norm = paired.normal_and_half_sq_norm(6)
-        np.testing.assert_array_equal(z, plain.normal(6))
-        np.testing.assert_allclose(half_sq_norm, 0.5 * (z.astype(np.float64) ** 2).sum(-1), rtol=1e-6)
-    # a draw of another kind starts a block of its own kind where the stream stands
+    # a draw of another kind, or of another width, starts a block of its own where the stream stands
     single = np.random.default_rng([5, 3])
-    single.random(2 * EnvStreams.BLOCK)  # the two blocks of uniforms drawn above
-    np.testing.assert_array_equal(uniforms.normal(3)[0], single.standard_normal(3).astype(np.float32))
+    single.gumbel(size=(2 * EnvStreams.BLOCK, 3))  # the two blocks of Gumbel noise drawn above
+    np.testing.assert_array_equal(gumbels.normal(3)[0], single.standard_normal(3).astype(np.float32))
+    single.standard_normal((EnvStreams.BLOCK - 1, 3))  # the rest of that block of normals
+    np.testing.assert_array_equal(gumbels.gumbel(2)[0], single.gumbel(size=2))
 
 
 def test_a_json_list_frameskip_reaches_ale_py_as_its_stochastic_pair():
