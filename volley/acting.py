@@ -314,11 +314,11 @@ class NumpyActor:
 
     def __init__(self, obs_size: int, action_space: gym.Space, model: ModelConfig,
                  network: NetworkKind = "actor_critic", head_hiddens: Sequence[int] = ()) -> None:
-        self.shapes = parameter_shapes(obs_size, action_space, model, network, head_hiddens)
-        ends = np.cumsum([int(np.prod(shape)) for _, shape in self.shapes]).tolist()
+        shapes = parameter_shapes(obs_size, action_space, model, network, head_hiddens)
+        ends = np.cumsum([int(np.prod(shape)) for _, shape in shapes]).tolist()
         self.size = ends[-1]
         self._slices = [(name, end - int(np.prod(shape)), end, shape)  # where each tensor sits
-                        for (name, shape), end in zip(self.shapes, ends, strict=True)]
+                        for (name, shape), end in zip(shapes, ends, strict=True)]
         self.activation = model.fcnet_activation
         self.build = actor_critic_twin if network == "actor_critic" else q_network_twin
         self._twin: Twin | None = None
@@ -329,7 +329,8 @@ class NumpyActor:
         weights = {name: flat[start:end].reshape(shape) for name, start, end, shape in self._slices}
         self._twin = self.build(weights, self.activation)
 
-    def __call__(self, obs: np.ndarray, streams: RandomStreams, explore: bool) -> Acting:
+    def act(self, obs: np.ndarray, streams: RandomStreams, explore: bool) -> Acting:
+        """As :meth:`volley.models.Policy.act`."""
         assert self._twin is not None, "load() the weights before acting"
         return self._twin.act(obs, streams, explore)
 

@@ -112,7 +112,7 @@ def test_acting_in_numpy_matches_the_torch_network(action_space, model, network)
     # a rollout worker acts from the flat weights alone, with no torch network to read them from
     actor = NumpyActor(7, action_space, model, network)
     actor.load(policy.get_flat_weights())
-    for got, want in zip(actor(obs, EnvStreams(0, list(range(6))), True), (actions, dist_inputs, values),
+    for got, want in zip(actor.act(obs, EnvStreams(0, list(range(6))), True), (actions, dist_inputs, values),
                          strict=True):
         np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(actor.log_prob(fragment_inputs, fragment_actions), logp)

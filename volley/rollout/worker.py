@@ -170,17 +170,18 @@ class RolloutWorker:
                 self._policy.set_flat_weights(self._weights)
         return self._policy
 
+    @property
+    def _acting(self) -> NumpyActor | Policy:
+        """What acts: the numpy actor, unless the torch network was built (or there is no actor)."""
+        return self.actor if self.actor is not None and self._policy is None else self.policy
+
     def act(self, obs: np.ndarray, explore: bool) -> Acting:
         """Actions, the inputs of their distribution and the values for (filtered) observations ``obs``."""
-        if self.actor is not None and self._policy is None:
-            return self.actor(obs, self.streams, explore)
-        return self.policy.act(obs, self.streams, explore)
+        return self._acting.act(obs, self.streams, explore)
 
     def log_prob(self, dist_inputs: np.ndarray, actions: np.ndarray) -> np.ndarray:
         """Log-probabilities of ``actions`` from the distribution inputs :meth:`act` returned."""
-        if self.actor is not None and self._policy is None:
-            return self.actor.log_prob(dist_inputs, actions)
-        return self.policy.log_prob(dist_inputs, actions)
+        return self._acting.log_prob(dist_inputs, actions)
 
     @property
     def observations(self) -> np.ndarray | None:
