@@ -111,7 +111,7 @@ def table(rows: list[SpeedupRow]) -> str:
     """The rows as a markdown table."""
     lines = ["| engine | workers | wall s | env steps | env steps/s | speedup | efficiency |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
-    lines += [f"| {r.engine} | {r.workers} | {r.wall_s:.1f} | {r.env_steps} | {r.env_steps_per_s:.0f} | "
+    lines += [f"| {r.engine} | {r.workers} | {r.wall_s:.2f} | {r.env_steps} | {r.env_steps_per_s:.0f} | "
               f"{r.speedup:.2f} | {r.efficiency:.2f} |" for r in rows]
     return "\n".join(lines)
 
