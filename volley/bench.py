@@ -8,7 +8,9 @@ start-up and ``mpiexec``'s are outside it). ``warmup`` iterations run first, unt
 the first iteration of a fresh worker pays one-off costs (torch's lazy initialisation,
 the first object-store transfers) that say nothing about steady-state throughput.
 Speedup is the serial (``workers=0``, in-process) wall time over this row's; parallel
-efficiency divides the speedup by the number of workers.
+efficiency divides the speedup by the number of workers. Each row also splits its wall
+time into sampling and learning (the iterations' ``sample_time_s`` and ``learn_time_s``):
+workers share only the sampling, so the learner's share bounds the speedup (Amdahl).
 
 Ray rows run in this process; MPI rows (``mpi_ranks``) each start ``mpiexec -n R``
 running this module, whose rank 0 prints its measurement as one JSON line.
@@ -42,6 +44,8 @@ class SpeedupRow:
     workers: int
     wall_s: float
     env_steps: int
+    sample_s: float  # of wall_s: the iterations' sampling (workers stepping, batches gathered)
+    learn_s: float  # of wall_s: the learner's updates
     speedup: float = 1.0
 
     @property
@@ -62,13 +66,13 @@ def measure(algo: str, env: str, iterations: int, engine: str, workers: int, ove
     try:
         steps_before = sum(instance.train()["timesteps_this_iter"] for _ in range(warmup))
         start = time.perf_counter()
-        for _ in range(iterations):
-            result = instance.train()
+        results = [instance.train() for _ in range(iterations)]
         wall = time.perf_counter() - start
     finally:
         instance.stop()
     return SpeedupRow(engine, instance.workers.plan.num_workers, wall,
-                      result["timesteps_total"] - steps_before)
+                      results[-1]["timesteps_total"] - steps_before,
+                      sum(r["sample_time_s"] for r in results), sum(r["learn_time_s"] for r in results))
 
 
 def measure_mpi(algo: str, env: str, iterations: int, ranks: int, overrides: dict[str, Any],
@@ -109,10 +113,10 @@ def speedup(algo: str, env: str, iterations: int, worker_counts: list[int],
 
 def table(rows: list[SpeedupRow]) -> str:
     """The rows as a markdown table."""
-    lines = ["| engine | workers | wall s | env steps | env steps/s | speedup | efficiency |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
-    lines += [f"| {r.engine} | {r.workers} | {r.wall_s:.2f} | {r.env_steps} | {r.env_steps_per_s:.0f} | "
-              f"{r.speedup:.2f} | {r.efficiency:.2f} |" for r in rows]
+    lines = ["| engine | workers | wall s | sample s | learn s | env steps | env steps/s | speedup | efficiency |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines += [f"| {r.engine} | {r.workers} | {r.wall_s:.2f} | {r.sample_s:.2f} | {r.learn_s:.2f} | {r.env_steps} | "
+              f"{r.env_steps_per_s:.0f} | {r.speedup:.2f} | {r.efficiency:.2f} |" for r in rows]
     return "\n".join(lines)
 
 

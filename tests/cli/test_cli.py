@@ -70,9 +70,11 @@ def test_bench_speedup_prints_one_row_per_worker_count():
     assert [(row[0].strip(), int(row[1])) for row in rows] == [("local", 0), ("ray", 1), ("mpi", 1)]
     serial = rows[0]
     for row in rows:  # same seed, one worker holding every env: the very same timed steps
-        assert int(row[3]) == int(serial[3]) >= 2 * 500
-    assert float(serial[5]) == 1.00
-    wall, steps, rate = float(rows[1][2]), int(rows[1][3]), float(rows[1][4])
+        assert int(row[5]) == int(serial[5]) >= 2 * 500
+        wall, sample, learn = (float(cell) for cell in row[2:5])
+        assert sample > 0 and learn > 0 and sample + learn <= wall + 0.015, row  # parts of wall, each to 0.01 s
+    assert float(serial[7]) == 1.00
+    wall, steps, rate = float(rows[1][2]), int(rows[1][5]), float(rows[1][6])
     assert steps / (wall + 0.005) <= rate <= steps / (wall - 0.005)  # steps over wall s, shown to 0.01 s
 
 

@@ -125,7 +125,7 @@ class DQN(Algorithm):
 
         self.optimizer.zero_grad()
         loss.backward()
-        stepped = self.optimizer_step(self.optimizer, self.policy.q_parameters(), loss, cfg.grad_clip)
+        stepped = self.optimizer_step(self.optimizer, loss, cfg.grad_clip)
         td_errors = (q - targets).detach().cpu().numpy() if stepped else None  # never a NaN priority
         return loss.detach(), q.detach().mean(), td_errors
 

@@ -68,7 +68,7 @@ class PG(Algorithm):
             loss = self.combine_gradients(pieces)
         for group in self.optimizer.param_groups:
             group["lr"] = self.current_lr()
-        self.optimizer_step(self.optimizer, self.policy.policy_parameters(), loss, self.config.grad_clip)
+        self.optimizer_step(self.optimizer, loss, self.config.grad_clip)
         return {"policy_loss": loss, "lr": self.optimizer.param_groups[0]["lr"]}
 
     def _standardizer(self, count: float, total: float, total_sq: float) -> tuple[float, float]:

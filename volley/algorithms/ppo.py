@@ -73,8 +73,7 @@ class PPO(Algorithm):
         stats: list[torch.Tensor] = []  # per SGD step: policy loss, vf loss, entropy, kl, clip fraction
         epochs_done = 0
         for _ in range(cfg.num_epochs):
-            for index in Batch.minibatch_indices(len(batch), cfg.minibatch_size, self.rng):
-                mb = {k: v[index] for k, v in tensors.items()}
+            for mb in Batch.minibatches(tensors, cfg.minibatch_size, self.rng):
                 dist, values = self.policy(mb["obs"])
                 logp = dist.log_prob(mb["actions"])
                 log_ratio = logp - mb["logp"]
@@ -93,7 +92,7 @@ class PPO(Algorithm):
 
                 self.optimizer.zero_grad()
                 loss.backward()
-                self.optimizer_step(self.optimizer, self.policy.parameters(), loss, cfg.grad_clip)
+                self.optimizer_step(self.optimizer, loss, cfg.grad_clip)
 
                 with torch.no_grad():
                     clipped = ((ratio - 1).abs() > cfg.clip_param).float().mean()

@@ -115,12 +115,12 @@ class TRPO(Algorithm):
         targets = torch.as_tensor(batch["value_targets"], device=self.device)
         losses = []
         for _ in range(cfg.vf_epochs):
-            for index in Batch.minibatch_indices(len(batch), cfg.vf_minibatch_size, self.rng):
-                values = self.policy.value(obs[index])
-                vf_loss = ((values - targets[index]) ** 2).mean()
+            for mb in Batch.minibatches({"obs": obs, "targets": targets}, cfg.vf_minibatch_size, self.rng):
+                values = self.policy.value(mb["obs"])
+                vf_loss = ((values - mb["targets"]) ** 2).mean()
                 self.vf_optimizer.zero_grad()
                 vf_loss.backward()
-                self.optimizer_step(self.vf_optimizer, self.policy.value_parameters(), vf_loss, cfg.grad_clip)
+                self.optimizer_step(self.vf_optimizer, vf_loss, cfg.grad_clip)
                 losses.append(vf_loss.item())
         with torch.no_grad():
             values_after = self.policy.value(obs)

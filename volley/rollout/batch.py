@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -22,8 +23,15 @@ class Batch(dict[str, np.ndarray]):
         return Batch({key: value[index] for key, value in self.items()})
 
     @staticmethod
-    def minibatch_indices(num_rows: int, size: int, rng: np.random.Generator) -> Iterator[np.ndarray]:
-        """Shuffled row indices in chunks of ``size``; a last, smaller chunk keeps every row in play."""
+    def minibatches(columns: Mapping[str, Any], size: int, rng: np.random.Generator) -> Iterator[dict[str, Any]]:
+        """One epoch of minibatches of ``columns`` (numpy arrays or torch tensors of one length):
+        the rows shuffled, in chunks of ``size``; a last, smaller chunk keeps every row in play.
+
+        Each column is gathered once an epoch and each chunk is a slice of it (a view): a gather
+        per chunk and column costs ~10 µs, a slice ~1 µs, and an SGD step on a small network
+        takes about a millisecond in all."""
+        num_rows = len(next(iter(columns.values())))
         order = rng.permutation(num_rows)
+        shuffled = {key: column[order] for key, column in columns.items()}
         for start in range(0, num_rows, size):
-            yield order[start:start + size]
+            yield {key: column[start:start + size] for key, column in shuffled.items()}

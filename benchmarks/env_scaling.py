@@ -1,0 +1,72 @@
+"""The environment alone in 1, 2, ... processes at once: the ceiling of that many rollout workers.
+
+Each process steps its own copy of the environment with random actions (no policy, no
+volley) for ``--seconds``; the table gives the summed steps per second and its ratio to one
+process, interleaved over ``--repeats``. No sampler can scale better than this on the same
+machine, so a ``volley bench speedup`` figure is read against it: with the learner's share
+of an iteration (serial sample s ``S``, learn s ``L``, the speedup table's columns), ``k``
+workers are bounded by ``(S + L) / (S / r_k + L)``, ``r_k`` this script's ratio.
+
+    python benchmarks/env_scaling.py ALE/Pong-ram-v5 --processes 1 2 --seconds 10 --repeats 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import statistics
+import time
+
+
+def steps_per_second(env_id: str, seed: int, seconds: float, queue: multiprocessing.Queue) -> None:
+    import gymnasium as gym
+
+    from volley.envs import check_env_id
+
+    check_env_id(env_id)  # registers ale-py's ids, as a worker's process does
+    env = gym.make(env_id)
+    env.action_space.seed(seed)
+    env.reset(seed=seed)
+    steps, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+        steps += 1
+        if terminated or truncated:
+            env.reset()
+    queue.put(steps / (time.perf_counter() - start))
+
+
+def together(env_id: str, processes: int, seconds: float) -> float:
+    """Summed steps per second of ``processes`` copies stepping at the same time."""
+    queue: multiprocessing.Queue = multiprocessing.Queue()
+    children = [multiprocessing.Process(target=steps_per_second, args=(env_id, i, seconds, queue))
+                for i in range(processes)]
+    for child in children:
+        child.start()
+    rates = [queue.get() for _ in children]
+    for child in children:
+        child.join()
+    return sum(rates)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("env")
+    parser.add_argument("--processes", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    rates: dict[int, list[float]] = {n: [] for n in args.processes}
+    for _ in range(args.repeats):
+        for n in args.processes:
+            rates[n].append(together(args.env, n, args.seconds))
+    base = statistics.median(rates[args.processes[0]])
+    print("| processes | env steps/s (each repeat) | median | ratio to the first |")
+    print("| --- | --- | --- | --- |")
+    for n, values in rates.items():
+        print(f"| {n} | {', '.join(f'{v:,.0f}' for v in values)} | {statistics.median(values):,.0f} | "
+              f"{statistics.median(values) / base:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
