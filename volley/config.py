@@ -145,7 +145,7 @@ class AlgorithmConfig:
     num_gpus: float = option(0.0, "resources", "GPUs for the learner (0: train on the CPU)")
     num_cpus_for_driver: int | None = option(
         None, "resources", "torch threads of the learner in the driver process; None: 1 for an MLP, "
-        "for a CNN the cores no worker uses while it learns (1 under MPI)")
+        "for a CNN the cores no worker uses while it learns (1 under MPI and in a Tune trial)")
 
     framework_str: Literal["torch"] = option("torch", "framework", "deep-learning framework")
 

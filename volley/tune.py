@@ -13,7 +13,8 @@ volley run a trial::
                        run_config=tune.RunConfig(stop={"training_iteration": 50}))
     best = tuner.fit().get_best_result()
 
-``param_space`` holds config keys. Each trial asks for one CPU for itself plus
+``param_space`` holds config keys. Each trial asks for ``num_cpus_for_driver`` CPUs for
+itself (default 1, and its learner then runs on that many torch threads) plus
 ``num_cpus_per_worker`` per Ray rollout worker, as one placement group, so Tune runs
 only as many trials at once as the cluster's CPUs hold; the trial's worker actors
 are placed inside its group (volley does not start Ray there). ``num_workers="auto"``
@@ -52,15 +53,19 @@ class VolleyTrainable(tune.Trainable):
             raise ConfigError("engine='mpi' cannot run inside a Tune trial; use 'ray' or 'local'")
         if config.num_workers == "auto":  # every CPU per trial would leave room for one trial
             config.update(num_workers=0)
+        if config.num_cpus_for_driver is None:  # the learner's threads: the CPUs its bundle holds, not
+            config.update(num_cpus_for_driver=1)  # every core of a node that other trials share
         return config
 
     @classmethod
     def default_resource_request(cls, config: dict[str, Any]) -> tune.PlacementGroupFactory:
-        """One bundle for the trial (the learner), one per Ray rollout worker."""
+        """One bundle for the trial (its learner's ``num_cpus_for_driver`` CPUs, default 1), one per
+        Ray rollout worker."""
         algo_config = cls.algorithm_config(config)
         remote = algo_config.plan().num_workers if algo_config.engine == "ray" else 0
         return tune.PlacementGroupFactory(
-            [{"CPU": 1.0}] + [{"CPU": algo_config.num_cpus_per_worker}] * remote)
+            [{"CPU": float(algo_config.num_cpus_for_driver or 1)}]
+            + [{"CPU": algo_config.num_cpus_per_worker}] * remote)
 
     def setup(self, config: dict[str, Any]) -> None:
         self.algo: Algorithm = self.algorithm_config(config).build()

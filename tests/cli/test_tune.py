@@ -59,6 +59,16 @@ def test_each_trial_reserves_one_cpu_plus_its_ray_workers():
     assert trainable("ppo").default_resource_request({}).bundles == [{"CPU": 1.0}]  # "auto": 0
     local = trainable("ppo").default_resource_request({"num_workers": 2, "engine": "local"})
     assert local.bundles == [{"CPU": 1.0}]
+    wide = trainable("ppo").default_resource_request({"num_cpus_for_driver": 3})
+    assert wide.bundles == [{"CPU": 3.0}]
+
+
+def test_a_trial_gives_its_learner_the_cpus_its_bundle_holds():
+    """A CNN learner takes every free core of its node outside Tune; in a trial, beside other
+    trials, it takes the one CPU its bundle reserves (or the num_cpus_for_driver it asked for)."""
+    pong = {"env": "ALE/Pong-v5", "engine": "local"}
+    assert trainable("ppo").algorithm_config(pong).num_cpus_for_driver == 1
+    assert trainable("ppo").algorithm_config({**pong, "num_cpus_for_driver": 2}).num_cpus_for_driver == 2
 
 
 def test_tuner_runs_a_trial_whose_workers_live_in_its_placement_group(ray_session, tmp_path):
