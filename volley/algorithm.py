@@ -260,8 +260,8 @@ class Algorithm(ABC):
         """
         params = [p for p in optimizer.params if p.grad is not None]
         self.reduce_gradients(params)  # first: replicas check the same averaged gradient
-        # nn.utils.clip_grad_norm_'s arithmetic on one device and dtype, without its grouping of
-        # tensors by both: a tenth of a small network's SGD step less
+        # nn.utils.clip_grad_norm_'s arithmetic for one device and dtype, without its grouping
+        # of the tensors by both on every step
         grads = [p.grad for p in params if p.grad is not None]
         norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
         if not self.update_is_finite(loss, norm):

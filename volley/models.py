@@ -121,33 +121,7 @@ Distribution = Categorical | DiagGaussian
 
 # -- networks --------------------------------------------------------------------------------
 
-class _SigmoidTanh(torch.autograd.Function):
-    """tanh(x) = 2·σ(2x) − 1, with tanh's own backward ``g · (1 − y²)`` (torch's ``tanh_backward``,
-    itself differentiable: TRPO's Fisher-vector products differentiate through it)."""
-
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
-        y = torch.sigmoid(2 * x).mul_(2).sub_(1)
-        ctx.save_for_backward(y)
-        return y
-
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
-        (y,) = ctx.saved_tensors
-        return torch.ops.aten.tanh_backward(grad, y)
-
-
-class Tanh(nn.Module):
-    """``nn.Tanh`` through the sigmoid: the same function to float32 rounding (2e-7), at half the
-    cost on the CPU, where torch's tanh kernel takes 52 µs on a 256 × 64 minibatch of
-    activations and its sigmoid 8 (one thread; benchmarks/RESULTS.md): an SGD step of a small
-    MLP spends a tenth of its time in tanh."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return _SigmoidTanh.apply(x)
-
-
-ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {"tanh": Tanh, "relu": nn.ReLU}  # acting's, in torch
+ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU}  # acting's, in torch
 
 
 def _layer(n_in: int, n_out: int, gain: float) -> nn.Linear:

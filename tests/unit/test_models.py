@@ -9,17 +9,8 @@ import torch
 
 from volley import ModelConfig, VolleyError
 from volley.acting import NumpyActor, ObsPreprocessor
-from volley.models import Categorical, DiagGaussian, Tanh, build_policy
+from volley.models import Categorical, DiagGaussian, build_policy
 from volley.rollout.worker import EnvStreams
-
-
-def test_tanh_through_the_sigmoid_is_tanh_with_its_first_and_second_derivatives():
-    x = torch.linspace(-12, 12, 2001)
-    torch.testing.assert_close(Tanh()(x), torch.tanh(x), atol=3e-7, rtol=0)
-    x64 = torch.randn(40, 6, dtype=torch.float64, requires_grad=True)
-    torch.testing.assert_close(Tanh()(x64), torch.tanh(x64), atol=1e-15, rtol=0)
-    assert torch.autograd.gradcheck(Tanh(), (x64,))
-    assert torch.autograd.gradgradcheck(Tanh(), (x64,))  # TRPO's Fisher products differentiate twice
 
 
 def test_discrete_observations_are_one_hot():
