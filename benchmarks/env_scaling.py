@@ -15,25 +15,12 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import statistics
-import time
 
 
 def steps_per_second(env_id: str, seed: int, seconds: float, queue: multiprocessing.Queue) -> None:
-    import gymnasium as gym
+    from volley.bench import raw_env_rate
 
-    from volley.envs import check_env_id
-
-    check_env_id(env_id)  # registers ale-py's ids, as a worker's process does
-    env = gym.make(env_id)
-    env.action_space.seed(seed)
-    env.reset(seed=seed)
-    steps, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        _, _, terminated, truncated, _ = env.step(env.action_space.sample())
-        steps += 1
-        if terminated or truncated:
-            env.reset()
-    queue.put(steps / (time.perf_counter() - start))
+    queue.put(raw_env_rate(env_id, 1, seconds, seed))
 
 
 def together(env_id: str, processes: int, seconds: float) -> float:

@@ -64,14 +64,15 @@ def measure(algo: str, env: str, iterations: int, engine: str, workers: int, ove
     config.update(engine=engine, **({} if engine == "mpi" else {"num_workers": workers}))
     instance = config.build()
     try:
-        steps_before = sum(instance.train()["timesteps_this_iter"] for _ in range(warmup))
+        for _ in range(warmup):
+            instance.train()
         start = time.perf_counter()
         results = [instance.train() for _ in range(iterations)]
         wall = time.perf_counter() - start
     finally:
         instance.stop()
     return SpeedupRow(engine, instance.workers.plan.num_workers, wall,
-                      results[-1]["timesteps_total"] - steps_before,
+                      sum(r["timesteps_this_iter"] for r in results),
                       sum(r["sample_time_s"] for r in results), sum(r["learn_time_s"] for r in results))
 
 
@@ -158,11 +159,9 @@ def _rate(step: Any, steps_per_call: int, seconds: float) -> float:
 
 def measure_sampler(env: str, num_envs: int, overrides: dict[str, Any], seconds: float = 5.0) -> SamplerRow:
     """One :class:`SamplerRow`; each part runs for about ``seconds`` with torch on one thread."""
-    import gymnasium as gym
     import torch
 
     from volley.algorithms.ppo import PPO, PPOConfig
-    from volley.envs import make_vector_env
     from volley.models import build_policy
     from volley.rollout.worker import RolloutWorker
 
@@ -180,26 +179,37 @@ def measure_sampler(env: str, num_envs: int, overrides: dict[str, Any], seconds:
     obs = worker.obs_filter(worker.observations, update=False)
     forward = _rate(lambda: worker.act(obs, True), num_envs, seconds)
     worker.env.close()
-    native = num_envs > 1 or env.startswith("ALE/") and "-ram" not in env  # a vector of its own
-    vec = make_vector_env(env, num_envs) if native else None
-    single = None if vec is not None else gym.make(env)
-    space = vec.action_space if vec is not None else single.action_space  # type: ignore[union-attr]
-    actions = itertools.cycle([space.sample() for _ in range(64)])
-    if vec is not None:
-        vec.reset(seed=0)
-        raw = _rate(lambda: vec.step(next(actions)), num_envs, seconds)
-        vec.close()
-    else:
-        assert single is not None
-        single.reset(seed=0)
+    return SamplerRow(env, num_envs, raw_env_rate(env, num_envs, seconds), forward, volley)
 
-        def step() -> None:
-            _, _, terminated, truncated, _ = single.step(next(actions))
-            if terminated or truncated:
-                single.reset()
-        raw = _rate(step, 1, seconds)
+
+def raw_env_rate(env: str, num_envs: int, seconds: float, seed: int = 0) -> float:
+    """The environment alone, random actions and no policy: steps per second (several copies, or
+    pixel Atari, through the vector env volley would use)."""
+    import gymnasium as gym
+
+    from volley.envs import check_env_id, make_vector_env
+
+    check_env_id(env)  # registers ale-py's ids
+    if num_envs > 1 or env.startswith("ALE/") and "-ram" not in env:  # a vector of its own
+        vec = make_vector_env(env, num_envs)
+        vec_actions = itertools.cycle([vec.action_space.sample() for _ in range(64)])
+        vec.reset(seed=seed)
+        try:
+            return _rate(lambda: vec.step(next(vec_actions)), num_envs, seconds)
+        finally:
+            vec.close()
+    single = gym.make(env)
+    actions = itertools.cycle([single.action_space.sample() for _ in range(64)])
+    single.reset(seed=seed)
+
+    def step() -> None:
+        _, _, terminated, truncated, _ = single.step(next(actions))
+        if terminated or truncated:
+            single.reset()
+    try:
+        return _rate(step, 1, seconds)
+    finally:
         single.close()
-    return SamplerRow(env, num_envs, raw, forward, volley)
 
 
 def sampler_table(rows: list[SamplerRow]) -> str:
