@@ -1,0 +1,13 @@
+"""The keys of every built-in algorithm: PPO, TRPO, PG (``on_policy``), DQN and Ape-X DQN (``dqn``).
+
+Each algorithm's file holds its training step; its config lives here, apart from it, because
+a config travels to every rollout worker, and unpickling it there imports the module that
+defines its class. This module imports no torch, so a worker whose network acts in numpy
+(:mod:`volley.acting`) starts without importing torch: about a second of each Ray worker's
+start-up (benchmarks/RESULTS.md, start-up). ``build()`` imports its algorithm when called.
+"""
+
+from volley.algorithm_configs.dqn import ApexDQNConfig, DQNConfig
+from volley.algorithm_configs.on_policy import PGConfig, PPOConfig, TRPOConfig
+
+__all__ = ["ApexDQNConfig", "DQNConfig", "PGConfig", "PPOConfig", "TRPOConfig"]
