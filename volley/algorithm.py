@@ -76,6 +76,23 @@ class Algorithm(ABC):
                               f"choose from {known}")
         return found
 
+    @classmethod
+    def get_default_config(cls) -> AlgorithmConfig:
+        """A new config of this algorithm with its defaults (RLlib's classmethod)."""
+        return cls.config_class()
+
+    @classmethod
+    def default_resource_request(cls, config: AlgorithmConfig | dict[str, Any]) -> Any:
+        """What a Ray Tune trial of ``config`` reserves (RLlib's classmethod, for
+        ``tune.with_resources(fn, PPO.default_resource_request(config))``): a Tune
+        ``PlacementGroupFactory`` of one bundle for the trial and one per Ray rollout worker,
+        as ``volley.tune`` reserves. The engines make it: this layer never imports Ray."""
+        from volley.engines.ray_engine import as_trial, trial_resources
+
+        if isinstance(config, dict):
+            config = cls.config_class.from_dict(config)
+        return trial_resources(as_trial(config))
+
     def __init__(self, config: AlgorithmConfig) -> None:
         config = config.copy()
         config.validate()
