@@ -336,7 +336,7 @@ RLLIB_KEYS: list[RLlibKey] = [
                "types refused by name", example={"type": "StochasticSampling"},
                algorithms=("ppo", "pg", "trpo")),
     # training(), every algorithm
-    same("lr", "training", example=1e-3),
+    same("lr", "training", example=1e-3, note=": a number, or RLlib's schedule `[[timestep, lr], ...]`"),
     same("gamma", "training", example=0.95),
     same("train_batch_size", "training", example=1000, note=" (DQN: the steps sampled per iteration; RLlib's "
          "DQN train_batch_size is the replay minibatch, volley's minibatch_size)"),
@@ -365,7 +365,7 @@ RLLIB_KEYS: list[RLlibKey] = [
     same("vf_clip_param", "training", example=10.0, note=" (volley's default None is no clipping; RLlib's "
          "is 10.0)"),
     same("vf_loss_coeff", "training", example=1.0),
-    same("entropy_coeff", "training", example=0.01),
+    same("entropy_coeff", "training", example=0.01, note=": a number, or RLlib's schedule `[[timestep, weight], ...]`"),
     same("num_epochs", "training", example=5),
     same("minibatch_size", "training", example=128, unset=(None,), note=" (RLlib's None keeps volley's)"),
     translated("vf_share_layers", ("training",), lambda v: {"model": {"vf_share_layers": v}}, ("model",),

@@ -188,10 +188,9 @@ def at_default(name: str, groups: tuple[str, ...], why: str, algorithms: tuple[s
     defaults = rllib_defaults(name)
     entry = refused(name, groups, why, allowed=defaults, example=_other_than(defaults), algorithms=algorithms)
     shown_defaults = " or ".join(f"`{d!r}`" for d in defaults)
-    if len(shown_defaults) > 60:
-        shown_defaults = "RLlib's default"
-    return replace(entry, volley=f"RLlib's default ({shown_defaults}) accepted, changing nothing; "
-                                             f"other values refused: {why}")
+    shown_defaults = f" ({shown_defaults})" if len(shown_defaults) <= 60 else ""
+    return replace(entry, volley=f"RLlib's default{shown_defaults} accepted, changing nothing; "
+                                 f"other values refused: {why}")
 
 
 def _other_than(defaults: tuple[Any, ...]) -> Any:
