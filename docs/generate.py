@@ -98,6 +98,38 @@ False}`) it is accepted and changes nothing.
 | `algo.get_weights()`, `algo.set_weights(w)` | `{"default_policy": {name: numpy array}}`, as RLlib returns them: copy them into another algorithm with the same network, or save them with numpy |
 | `algo.iteration`, `algo.config`, `algo.stop()` | the same |
 | `algo.get_module()`, `algo.env_runner_group`, `algo.learner_group` | not in volley: `algo.get_policy()` is the network, `algo.workers` the rollout workers |
+| `PPOConfig.from_dict(rllib_config.to_dict())`, `config.update_from_dict(rllib_dict)` | the same: every key of RLlib's `to_dict()` has a line below, and RLlib's own defaults are always accepted (`seed=None` draws a seed that the config, every result and checkpoints keep, so the run repeats) |
+| `PPOConfig.overrides(explore=False)` (for `evaluation_config`) | the same: a dict of the keys given, each checked against the class |
+| `config.training(lr=[[0, 1e-3], [1e6, 1e-4]], entropy_coeff=[[...]])`, old stack `lr_schedule`, `entropy_coeff_schedule` | the same: RLlib's piecewise-linear schedule over the environment steps sampled (`volley.schedules`: linear between points, the last value outside them, as RLlib's `PiecewiseSchedule`); after each update the learner's rate becomes the value at the steps sampled so far, as RLlib's learners set it |
+| `from ray.tune.registry import get_trainable_cls`; `get_trainable_cls("PPO").get_default_config()` | `from volley import get_trainable_cls`: the algorithm class by RLlib's name (`"APEX"` is Ape-X) |
+| `tune.with_resources(train_fn, PPO.default_resource_request(config))` | the same: Tune's `PlacementGroupFactory` of one bundle for the trial (`num_cpus_for_driver`, default 1) and one per Ray rollout worker, as `volley tune` reserves |
+| `tune.Tuner("PPO", param_space=config)` (or `config.to_dict()`) | the same once `volley.tune` is imported (it registers volley's algorithms under RLlib's names). `tune.Tuner(PPO, ...)` with the class: Tune takes only `tune.Trainable` subclasses, which volley's algorithms are not (no algorithm imports Ray); pass `volley.tune.trainable(PPO)` |
+| `rllib train file cartpole-ppo.yaml --framework torch` | `volley train --config cartpole-ppo.yaml --framework torch`: RLlib's tuned-example files as they are (one experiment `{name: {env, run, stop, config}}`; stop on `episode_reward_mean`, `timesteps_total`, `training_iteration`, `time_total_s` and their new-stack names); every key of `config` goes through the builder, so one volley does not support is refused in one line |
+
+## RLlib's own key lists
+
+The config-key table below holds every key that RLlib's `AlgorithmConfig.to_dict()`
+gives, for every algorithm volley has: `docs/dump_rllib_keys.py`, run with RLlib
+installed, writes them with their defaults to `volley/rllib_keys.json` (RLlib 2.60, new
+and old API stack; RLlib 2.9.3, old stack; PPO, PG, DQN, Ape-X DQN, and SAC, APPO and
+IMPALA for when volley has them; TRPO is not an RLlib algorithm).
+`tests/unit/test_rllib_keys.py` fails when a key of the dump has no line in the table, and
+feeds every key at RLlib's default through `update_from_dict`: it must be taken,
+translated, or accepted changing nothing, and any other value taken or refused in one
+line naming the key. The plumbing keys (connectors, offline data, TensorFlow, `_`-prefixed
+internals) are accepted at RLlib's defaults, which volley reads from the dump, and refused
+otherwise; a `-1` that RLlib writes for a deprecated key nobody set means nothing.
+
+To refresh it for a newer RLlib:
+
+```bash
+python3 -m venv /tmp/rllib && /tmp/rllib/bin/pip install torch "ray[rllib]==X.Y.Z"
+/tmp/rllib/bin/python docs/dump_rllib_keys.py      # merges RLlib X.Y.Z into volley/rllib_keys.json
+python docs/generate.py && python -m pytest tests/unit/test_rllib_keys.py
+```
+
+then give each key the test names a line: in `volley/rllib_keys.py` (`INTERNAL`, plumbing
+accepted at RLlib's default) or in the table of `volley/rllib_compat.py`.
 
 ## Results
 

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         PGConfig,
         PPOConfig,
         TRPOConfig,
+        get_trainable_cls,
     )
     from volley.config import AlgorithmConfig, ModelConfig
     from volley.envs import register_env
@@ -35,7 +36,7 @@ _HOMES = {
     "register_env": "volley.envs", **dict.fromkeys(["CheckpointError", "ConfigError", "EnvError",
                                                     "VolleyError"], "volley.errors"),
     **dict.fromkeys(["ApexDQN", "ApexDQNConfig", "DQN", "DQNConfig", "PG", "PGConfig", "PPO", "PPOConfig",
-                     "TRPO", "TRPOConfig"], "volley.algorithms"),
+                     "TRPO", "TRPOConfig", "get_trainable_cls"], "volley.algorithms"),
 }
 
 
@@ -47,4 +48,5 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["ApexDQN", "ApexDQNConfig", "DQN", "DQNConfig", "PG", "PGConfig", "PPO", "Algorithm", "AlgorithmConfig", "CheckpointError", "ConfigError", "EnvError",
-           "ModelConfig", "PPOConfig", "TRPO", "TRPOConfig", "VolleyError", "__version__", "register_env"]
+           "ModelConfig", "PPOConfig", "TRPO", "TRPOConfig", "VolleyError", "__version__", "get_trainable_cls",
+           "register_env"]

@@ -40,6 +40,7 @@ from volley.rllib_results import DEFAULT_POLICY, evaluation_views, training_view
 from volley.rollout.batch import Batch
 from volley.rollout.filters import FilterStats, RunningStats, make_filter
 from volley.rollout.worker import EnvStreams, RolloutWorker, SampleResult
+from volley.schedules import value_at
 
 EVAL_SEED_OFFSET = 1_000_000  # evaluation environments never replay training seeds
 
@@ -74,6 +75,23 @@ class Algorithm(ABC):
             raise ConfigError(f"unknown algorithm '{name}'{did_you_mean(name.lower(), by_algo_name)}; "
                               f"choose from {known}")
         return found
+
+    @classmethod
+    def get_default_config(cls) -> AlgorithmConfig:
+        """A new config of this algorithm with its defaults (RLlib's classmethod)."""
+        return cls.config_class()
+
+    @classmethod
+    def default_resource_request(cls, config: AlgorithmConfig | dict[str, Any]) -> Any:
+        """What a Ray Tune trial of ``config`` reserves (RLlib's classmethod, for
+        ``tune.with_resources(fn, PPO.default_resource_request(config))``): a Tune
+        ``PlacementGroupFactory`` of one bundle for the trial and one per Ray rollout worker,
+        as ``volley.tune`` reserves. The engines make it: this layer never imports Ray."""
+        from volley.engines.ray_engine import as_trial, trial_resources
+
+        if isinstance(config, dict):
+            config = cls.config_class.from_dict(config)
+        return trial_resources(as_trial(config))
 
     def __init__(self, config: AlgorithmConfig) -> None:
         config = config.copy()
@@ -291,13 +309,21 @@ class Algorithm(ABC):
                 f"environment's observations (iteration {self.iteration + 1})")
         return False
 
-    def current_lr(self) -> float:
-        """``lr``, or ``lr_schedule`` interpolated at the current timestep."""
-        schedule = self.config.lr_schedule
-        if not schedule:
-            return self.config.lr
-        steps, values = zip(*schedule, strict=True)
-        return float(np.interp(self.timesteps_total, steps, values))
+    def scheduled(self, key: str) -> float:
+        """``key``'s value now (``lr``, ``entropy_coeff``): a number as it is, a schedule (RLlib's
+        ``[[t, v], ...]``, or the old stack's ``<key>_schedule``, which overrides it) at the
+        environment steps sampled so far, this iteration's included (``volley.schedules``)."""
+        old_stack = getattr(self.config, f"{key}_schedule", None)
+        value = old_stack if old_stack is not None else getattr(self.config, key)
+        return value_at(value, self.timesteps_total + self._steps_this_iter)
+
+    def schedule_lr(self, optimizer: Optimizer) -> float:
+        """After an update, as RLlib's learners do: ``optimizer``'s learning rate becomes ``lr`` at the
+        steps sampled so far, for the next update. Returns it (RLlib reports this one)."""
+        lr = self.scheduled("lr")
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        return lr
 
     def train(self) -> dict[str, Any]:
         """Run one training iteration and return its result dict: flat keys (``episode_reward_mean``,
@@ -327,6 +353,7 @@ class Algorithm(ABC):
         returns = np.asarray(self._recent_returns) if self._recent_returns else np.array([math.nan])
         result = {
             "training_iteration": self.iteration,
+            "seed": self.config.seed,
             "timesteps_total": self.timesteps_total,
             "timesteps_this_iter": self._steps_this_iter,
             "episodes_total": self.episodes_total,

@@ -94,7 +94,10 @@ def _add_run_flags(command: argparse.ArgumentParser, workers_default: str) -> No
     start.add_argument("--preset", help="start from a tuned preset (`volley presets` lists them); "
                        "the flags below override its values")
     start.add_argument("--config", dest="config_file", metavar="FILE.yaml",
-                       help="start from a preset file of your own (the form of volley/tuned/*.yaml)")
+                       help="start from a preset file of your own (the form of volley/tuned/*.yaml, or "
+                       "an RLlib tuned example: `rllib train file FILE`)")
+    command.add_argument("--framework", choices=["torch"],
+                         help="RLlib's flag: run a file written for TensorFlow on torch (volley's only one)")
     command.add_argument("--algo", help="algorithm (default: ppo)")
     command.add_argument("--env", help="Gymnasium id or registered name (default: CartPole-v1)")
     command.add_argument("--workers", type=_count(0), help=f"rollout workers (default: {workers_default}; "
@@ -268,12 +271,15 @@ def _preset(args: argparse.Namespace) -> Any:
         return None
     from volley.presets import load_file, load_preset
 
-    return load_preset(args.preset) if args.preset is not None else load_file(args.config_file)
+    if args.preset is not None:
+        return load_preset(args.preset)
+    return load_file(args.config_file, overrides=_overrides(args, engine=getattr(args, "engine", None),
+                                                            num_workers=args.workers))
 
 
 def _overrides(args: argparse.Namespace, **flags: Any) -> dict[str, Any]:
     """Config keys given by the run flags, then by ``--set`` (which wins)."""
-    flags |= {"num_envs_per_worker": args.envs_per_worker, "seed": args.seed,
+    flags |= {"num_envs_per_worker": args.envs_per_worker, "seed": args.seed, "framework": args.framework,
               "ray_address": args.address, "num_cpus": args.num_cpus,
               "evaluation_interval": args.eval_every}
     return {k: v for k, v in flags.items() if v is not None} | dict(args.overrides)

@@ -21,13 +21,15 @@ from typing import Any, ClassVar, Literal
 from volley.coercion import coerce, type_name
 from volley.errors import ConfigError, did_you_mean, shown
 from volley.rllib_compat import env_name, rllib_key
+from volley.rllib_keys import unset_deprecated
+from volley.schedules import Schedulable, check_schedulable
 
 # The network workers act with: an actor-critic, or Q-values with a linear or dueling head (DQN)
 NetworkKind = Literal["actor_critic", "q", "dueling_q"]
 
 GROUPS = ("environment", "rollouts", "training", "exploration", "resources", "framework", "debugging",
           "evaluation", "reporting", "fault_tolerance", "learners", "api_stack", "rl_module", "multi_agent",
-          "callbacks", "offline_data", "checkpointing")
+          "callbacks", "offline_data", "checkpointing", "experimental")
 
 # Environments in all when num_envs_per_worker is "auto": the count PPO's defaults were tuned with
 # (16 x 128 steps per batch); shared among the workers, every engine samples batches of one shape
@@ -95,6 +97,7 @@ class AlgorithmConfig:
         "max_num_worker_restarts": "max_worker_restarts",
         "max_num_env_runner_restarts": "max_worker_restarts",
         "create_env_on_local_worker": "create_env_on_driver",
+        "create_env_on_local_env_runner": "create_env_on_driver",
     }
     algo_name: ClassVar[str] = ""
 
@@ -131,6 +134,11 @@ class AlgorithmConfig:
     create_env_on_driver: bool = option(
         False, "rollouts", "build the driver's environment (algo.env, used by evaluate()) at build "
         "time, so a broken environment fails early")
+    vectorize_mode: Literal["auto", "sync", "vector_entry_point"] = option(
+        "auto", "rollouts", "a worker's vector of environments: 'sync' steps copies one after another "
+        "in its process (each seeded seed+i; RLlib's default), 'vector_entry_point' the environment's "
+        "own vector (CartPole's numpy one), 'auto' the latter where there is one; ALE pixel ids always "
+        "use ale-py's vector, which does the DeepMind preprocessing")
 
     engine: Literal["local", "ray", "mpi"] = option(
         "ray", "resources", "where workers run: 'local' in this process, 'ray' as Ray actors, "
@@ -149,7 +157,9 @@ class AlgorithmConfig:
 
     framework_str: Literal["torch"] = option("torch", "framework", "deep-learning framework")
 
-    seed: int = option(0, "debugging", "seed of weights, sampling and environment i (seeded seed+i)")
+    seed: int = option(
+        0, "debugging", "seed of weights, sampling and environment i (seeded seed+i); None (RLlib's "
+        "default) draws a random one, kept in the config, every result and checkpoints, so the run repeats")
     log_level: Literal["DEBUG", "INFO", "WARN", "WARNING", "ERROR", "CRITICAL"] = option(
         "WARN", "debugging", "level of Ray's log messages when volley starts Ray (volley itself logs "
         "nothing)")
@@ -159,9 +169,9 @@ class AlgorithmConfig:
         "likely action)")
 
     gamma: float = option(0.99, "training", "discount factor")
-    lr: float = option(3e-4, "training", "learning rate")
+    lr: Schedulable = option(3e-4, "training", "learning rate, or [[timestep, lr], ...] (RLlib's schedule)")
     lr_schedule: list[list[float]] | None = option(
-        None, "training", "piecewise-linear [[timestep, lr], ...]; overrides lr when set")
+        None, "training", "RLlib's old spelling of a schedule [[timestep, lr], ...]; overrides lr when set")
     train_batch_size: int = option(2048, "training", "environment steps per training iteration")
     grad_clip: float | None = option(0.5, "training", "max global gradient norm (None: no clipping)")
     model: ModelConfig = option(ModelConfig(), "training", "network settings, see ModelConfig")
@@ -290,6 +300,17 @@ class AlgorithmConfig:
         """RLlib's checkpoint options (see docs/rllib.md)."""
         return self._update_group("checkpointing", kwargs)
 
+    def experimental(self, **kwargs: Any) -> typing.Self:
+        """RLlib's internal switches (``_validate_config``, ...): accepted at RLlib's defaults."""
+        return self._update_group("experimental", kwargs)
+
+    @classmethod
+    def overrides(cls, **kwargs: Any) -> dict[str, Any]:
+        """RLlib's partial config: the keys given, checked against this class, as a dict (for
+        ``evaluation_config``, or another config's ``update_from_dict``)."""
+        cls().update(**kwargs)
+        return dict(kwargs)
+
     # -- the one validated setter --------------------------------------------------------------
 
     @classmethod
@@ -310,10 +331,10 @@ class AlgorithmConfig:
     def _update_group(self, group: str | None, kwargs: dict[str, Any]) -> typing.Self:
         specs = self.field_specs()
         for key, value in kwargs.items():
+            if unset_deprecated(key, value):  # RLlib's -1 for a deprecated key nobody set
+                continue
             name = self.ALIASES.get(key, key)
-            rllib = rllib_key(key, self.algo_names())  # RLlib's spellings (docs/rllib.md)
-            if rllib is not None and rllib.kind == "same" and name not in specs:
-                rllib = None  # a key of other algorithms' configs
+            rllib = rllib_key(key, self.algo_names(), specs)  # RLlib's spellings (docs/rllib.md)
             if name not in specs and rllib is None:
                 known = list(specs) + list(self.ALIASES)
                 raise ConfigError(f"unknown config key {key!r} for {type(self).__name__}"
@@ -323,11 +344,12 @@ class AlgorithmConfig:
             if group is not None and group not in groups:
                 raise ConfigError(f"config key {key!r} is set with "
                                   f"{' or '.join(f'.{g}()' for g in sorted(groups))}, not .{group}()")
-            if rllib is None or name in specs:
+            if rllib is None:
                 self._set(key, name, value, specs[name][1])
-            else:
+            else:  # RLlib's key, as the table says (RLlib's unset values change nothing)
                 for target, item in rllib.translate(value).items():
-                    self._set(f"{target} (from RLlib's {key})", target, item, specs[target][1])
+                    label = key if target == name else f"{target} (from RLlib's {key})"
+                    self._set(label, target, item, specs[target][1])
         return self
 
     def _set(self, label: str, name: str, value: Any, hint: Any) -> None:
@@ -346,6 +368,8 @@ class AlgorithmConfig:
         hints = typing.get_type_hints(ModelConfig)
         for key, item in value.items():
             rllib = rllib_key(f"model.{key}", self.algo_names())
+            if unset_deprecated(f"model.{key}", item):
+                continue
             if key in hints:
                 setattr(model, key, coerce(f"model.{key}", item, hints[key]))
             elif rllib is not None:
@@ -395,8 +419,7 @@ class AlgorithmConfig:
 
     def validate(self) -> None:
         """Check ranges and combinations; raise a ConfigError that names the value."""
-        positive = {"lr": self.lr,
-                    "train_batch_size": self.train_batch_size,
+        positive = {"train_batch_size": self.train_batch_size,
                     "evaluation_duration": self.evaluation_duration,
                     "metrics_num_episodes_for_smoothing": self.metrics_num_episodes_for_smoothing,
                     "num_cpus_per_worker": self.num_cpus_per_worker,
@@ -425,11 +448,9 @@ class AlgorithmConfig:
             raise ConfigError(f"config key 'seed' must be in [0, 2**31), got {self.seed!r}")
         if self.num_gpus < 0:
             raise ConfigError(f"config key 'num_gpus' must be >= 0, got {self.num_gpus!r}")
+        check_schedulable("lr", self.lr, positive=True)
         if self.lr_schedule is not None:
-            steps = [point[0] for point in self.lr_schedule if len(point) == 2]
-            if len(steps) != len(self.lr_schedule) or steps != sorted(steps):
-                raise ConfigError("config key 'lr_schedule' must be [[timestep, lr], ...] with "
-                                  f"increasing timesteps, got {self.lr_schedule!r}")
+            check_schedulable("lr_schedule", self.lr_schedule)
         for i, width in enumerate(self.model.fcnet_hiddens):
             if width <= 0:
                 raise ConfigError(f"model.fcnet_hiddens[{i}] must be > 0, got {width}")
@@ -488,7 +509,7 @@ class AlgorithmConfig:
     def __getitem__(self, key: str) -> Any:
         """``config["lr"]``, as in RLlib: a key's value; an alias or RLlib's name reads its key."""
         name = self.ALIASES.get(key, key)
-        rllib = rllib_key(key, self.algo_names())
+        rllib = rllib_key(key, self.algo_names(), self.field_specs())
         if rllib is not None and rllib.kind == "renamed":
             name = rllib.sets[0]
         if name not in self.field_specs():

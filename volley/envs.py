@@ -310,16 +310,21 @@ def guarded_envs(vec: gym.vector.VectorEnv) -> list[GuardedEnv] | None:
 
 def make_vector_env(env: str, num_envs: int, *, env_config: dict | None = None,
                     creator: EnvCreator | None = None, atari_preprocessing: str = "deepmind",
-                    render_mode: str | None = None) -> gym.vector.VectorEnv:
+                    render_mode: str | None = None, vectorize_mode: str = "auto") -> gym.vector.VectorEnv:
     """``num_envs`` copies of ``env`` stepped as one vector (autoreset on the step after an end).
 
     ``creator`` is a registered creator passed along explicitly, because the
     registry of the process that called ``register_env`` is not the worker's.
     ``render_mode`` goes to Gymnasium ids (a creator chooses its own; ale-py's vector
-    Atari does not render).
+    Atari does not render). ``vectorize_mode`` (the config key): ``"sync"`` steps copies one
+    after another, ``"vector_entry_point"`` takes the environment's own vector, ``"auto"``
+    the latter where there is one; ALE pixel ids always take ale-py's.
     """
     env_config = dict(env_config or {})
     creator = creator or registered_creator(env)
+    if creator is not None and vectorize_mode == "vector_entry_point":
+        raise ConfigError(f"vectorize_mode='vector_entry_point' but environment '{env}' is made by a "
+                          "creator function, which has no vector of its own; use 'sync'")
     if creator is not None:
         return _guarded_vector(_checked_creator(env, creator, env_config), num_envs)
     check_env_id(env)
@@ -334,7 +339,10 @@ def make_vector_env(env: str, num_envs: int, *, env_config: dict | None = None,
                 return _guarded_vector(lambda: KarpathyPong(gym.make(env, **render, **env_config)),
                                        num_envs)
             return _atari_vector_env(env, num_envs, atari_preprocessing, env_config)
-        if spec.vector_entry_point is None:
+        if spec.vector_entry_point is None and vectorize_mode == "vector_entry_point":
+            raise ConfigError(f"vectorize_mode='vector_entry_point' but environment '{env}' has no vector "
+                              "entry point; use 'sync'")
+        if spec.vector_entry_point is None or vectorize_mode == "sync":
             return _guarded_vector(lambda: gym.make(env, **render, **env_config), num_envs)
         return gym.make_vec(env, num_envs=num_envs, vectorization_mode="vector_entry_point", **render,
                             **env_config)

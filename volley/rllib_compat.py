@@ -17,102 +17,48 @@ configs take is an entry of :data:`RLLIB_KEYS`, in one of four kinds:
   support it and what to use instead. A key is never silently dropped, and a real RLlib
   key is never "unknown".
 
-``docs/generate.py`` writes docs/rllib.md from this table and the config classes, and
-``tests/unit/test_rllib.py`` sets every entry through its builder method, so the page,
-the table and the code cannot drift apart. The module also names environment classes and
-creator functions given as ``env`` (:func:`env_name`); RLlib's result keys are in
-``volley.rllib_results``. It sits in the config layer and imports nothing of volley but
-``errors``.
+The entries and their factories are in ``volley.rllib_keys``, beside the keys of RLlib's
+``to_dict()`` that users seldom write (plumbing accepted at RLlib's own default, read
+from the dump of RLlib in ``volley/rllib_keys.json``); this table takes them in, so every
+key of the dump has a line. ``docs/generate.py`` writes docs/rllib.md from the table and
+the config classes, ``tests/unit/test_rllib.py`` sets every entry through its builder
+method, and ``tests/unit/test_rllib_keys.py`` feeds it every key of the dump at RLlib's
+default, so the page, the table, the code and RLlib cannot drift apart. The module also
+names environment classes and creator functions given as ``env`` (:func:`env_name`);
+RLlib's result keys are in ``volley.rllib_results``. It sits in the config layer and
+imports nothing of volley but ``errors`` and ``rllib_keys``.
 """
 
 from __future__ import annotations
 
+import secrets
 import sys
 import types
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
 
 from volley.errors import ConfigError, did_you_mean, shown
-
-Translate = Callable[[Any], dict[str, Any]]
-
-
-@dataclass(frozen=True)
-class RLlibKey:
-    """One RLlib config key and what volley does with it."""
-
-    name: str  # RLlib's spelling; "model.<key>" for a key of model={...}
-    groups: tuple[str, ...]  # RLlib's builder methods that set it ("rollouts" also means env_runners)
-    volley: str  # what volley does with it, for docs/rllib.md
-    translate: Translate  # value -> volley keys ({}: nothing to change); a ConfigError if refused
-    algorithms: tuple[str, ...] = ()  # algo_name of the volley configs it applies to; (): all
-    example: Any = None  # a value tutorials pass; the table's test sets it (refused kinds: a refused one)
-    kind: str = "same"  # "same", "renamed", "translated", "accepted" or "refused"
-    sets: tuple[str, ...] = ()  # the volley keys it may set
-    allowed: tuple[Any, ...] = ()  # a refused key's values that are accepted (volley does that anyway)
-
-    def applies_to(self, algo_names: Collection[str]) -> bool:
-        return not self.algorithms or any(name in algo_names for name in self.algorithms)
-
-
-def same(name: str, *groups: str, example: Any = None, note: str = "") -> RLlibKey:
-    """A volley key under RLlib's name that RLlib also sets from ``groups`` (``note``: how it differs)."""
-    return RLlibKey(name, groups, f"`{name}`{note}", lambda value: {name: value}, example=example,
-                    sets=(name,))
-
-
-def renamed(name: str, to: str, *groups: str, algorithms: tuple[str, ...] = (), example: Any = None,
-            note: str = "") -> RLlibKey:
-    """RLlib's ``name`` for volley's key ``to``."""
-    return RLlibKey(name, groups, f"`{to}`{note}", lambda value: {to: value}, algorithms, example,
-                    "renamed", (to,))
-
-
-def translated(name: str, groups: tuple[str, ...], translate: Translate, sets: tuple[str, ...], doc: str,
-               example: Any, algorithms: tuple[str, ...] = ()) -> RLlibKey:
-    """A key whose value becomes the volley keys ``sets``."""
-    return RLlibKey(name, groups, doc, translate, algorithms, example, "translated", sets)
-
-
-def _is_one_of(value: Any, allowed: tuple[Any, ...]) -> bool:
-    """``value == a`` for some ``a``, where a bool only equals a bool (RLlib's 0 is not False)."""
-    def equal(a: Any) -> bool:
-        try:
-            return isinstance(value, bool) == isinstance(a, bool) and bool(value == a)
-        except (TypeError, ValueError):  # an array compares element by element
-            return False
-    return any(equal(a) for a in allowed)
+from volley.rllib_keys import (
+    DUMP_KEYS,
+    RLlibKey,
+    Translate,
+    accepted,
+    is_one_of,
+    refused,
+    renamed,
+    rllib_defaults,
+    same,
+    stored_as,
+    translated,
+)
 
 
 def _flag(name: str, value: Any) -> bool:
     if not isinstance(value, bool):
         raise ConfigError(f"RLlib's {name} must be True or False, got {shown(value)}")
     return value
-
-
-def refused(name: str, groups: tuple[str, ...], why: str, allowed: tuple[Any, ...] = (None, False),
-            example: Any = True, algorithms: tuple[str, ...] = ()) -> RLlibKey:
-    """A key volley does not implement: the ``allowed`` values (what volley does anyway) change
-    nothing; any other is refused naming the key, why, and what to use instead (in ``why``)."""
-    def translate(value: Any) -> dict[str, Any]:
-        if _is_one_of(value, allowed):
-            return {}
-        shown_key = f"model['{name[6:]}']" if name.startswith("model.") else name
-        raise ConfigError(f"RLlib's {shown_key}={shown(value)} is not supported by volley: {why}")
-    allowed_text = " or ".join(f"`{a!r}`" for a in allowed)
-    return RLlibKey(name, groups, f"not supported (accepted: {allowed_text}): {why}", translate, algorithms,
-                    example, "refused", allowed=allowed)
-
-
-def accepted(name: str, groups: tuple[str, ...], why: str, example: Any,
-             algorithms: tuple[str, ...] = ()) -> RLlibKey:
-    """A key every value of which leaves volley doing what RLlib did with it (a TensorFlow switch
-    under torch, a timeout volley never needs): accepted, changing nothing; ``why`` says why."""
-    return RLlibKey(name, groups, f"accepted, changes nothing: {why}", lambda value: {}, algorithms,
-                    example, "accepted")
 
 
 # -- translations -----------------------------------------------------------------------------
@@ -143,7 +89,7 @@ def _sub_keys(key: str, value: dict, renames: dict[str, str], fixed: dict[str, t
     for sub, item in value.items():
         if sub in renames:
             out[renames[sub]] = item
-        elif sub in fixed and _is_one_of(item, fixed[sub]):
+        elif sub in fixed and is_one_of(item, fixed[sub]):
             continue
         elif sub in fixed:
             raise ConfigError(f"RLlib's {key}[{sub!r}]={shown(item)} is not supported by volley "
@@ -168,7 +114,8 @@ REPLAY_KEYS = {"capacity": "replay_buffer_capacity", "learning_starts": "learnin
 REPLAY_FIXED: dict[str, tuple[Any, ...]] = {
     "storage_unit": ("timesteps",), "replay_sequence_length": (1,), "replay_burn_in": (0,),
     "replay_zero_init_states": (True,), "no_local_replay_buffer": (True, False),
-    "worker_side_prioritization": (False,), "replay_mode": ("independent",)}
+    "worker_side_prioritization": (False, True), "replay_mode": ("independent",),
+    "prioritized_replay": (-1,), "replay_buffer_shards_colocated_with_driver": (True, False)}
 
 
 def replay_buffer_config(value: Any) -> dict[str, Any]:
@@ -221,8 +168,20 @@ def epsilon_points(value: Any) -> dict[str, Any]:
                       "two points [[0, start], [timesteps, end]] (a linear decay)")
 
 
+def apex_optimizer(value: Any) -> dict[str, Any]:
+    """RLlib 2.9's Ape-X ``optimizer`` dict (its actors' settings) as volley's Ape-X keys."""
+    return _sub_keys("optimizer", _check_dict("optimizer", value),
+                     {"num_replay_buffer_shards": "num_replay_shards", "max_weight_sync_delay": "weight_sync_interval"},
+                     {"debug": (False,)})
+
+
 def num_cpus_per_learner(value: Any) -> dict[str, Any]:
     return {} if value == "auto" else {"num_cpus_for_driver": value}
+
+
+def random_seed(value: Any) -> dict[str, Any]:
+    """RLlib's ``seed=None`` (unseeded) as a seed drawn now, which the config then keeps."""
+    return {"seed": secrets.randbelow(2**31) if value is None else value}
 
 
 def as_model(key: str) -> Translate:
@@ -245,7 +204,7 @@ CALLBACKS = ("on_algorithm_init", "on_train_result", "on_evaluate_start", "on_ev
 
 RLLIB_KEYS: list[RLlibKey] = [
     # environment()
-    same("env", "environment", example="CartPole-v1"),
+    same("env", "environment", example="CartPole-v1", unset=(None,), note=" (RLlib's None keeps the one set)"),
     same("env_config", "environment", example={}),
     same("clip_rewards", "environment", example=True),
     same("clip_actions", "environment", example=True),
@@ -322,7 +281,8 @@ RLLIB_KEYS: list[RLlibKey] = [
     accepted("_enable_learner_api", ("training",), "volley has one stack, which takes the keys of both of "
              "RLlib's", example=True),
     # debugging()
-    same("seed", "debugging", example=3),
+    translated("seed", ("debugging",), random_seed, ("seed",), "`seed`; None (RLlib's default) draws a random "
+               "seed, kept in the config, every result and checkpoints, so the run can be repeated", example=3),
     same("log_level", "debugging", example="ERROR"),
     accepted("log_sys_usage", ("debugging",), "volley reports env_steps_per_s, sample_time_s and "
              "learn_time_s in every result", example=False),
@@ -332,7 +292,8 @@ RLLIB_KEYS: list[RLlibKey] = [
     # reporting()
     same("metrics_num_episodes_for_smoothing", "reporting", example=20),
     same("min_sample_timesteps_per_iteration", "reporting", example=1000),
-    same("min_time_s_per_iteration", "reporting", example=1.0),
+    same("min_time_s_per_iteration", "reporting", example=1.0, unset=(None,),
+         note=" (RLlib's None keeps volley's default)"),
     renamed("timesteps_per_iteration", "min_sample_timesteps_per_iteration", "reporting", example=1000),
     refused("min_train_timesteps_per_iteration", ("reporting",), "an iteration trains on what it "
             "sampled; use min_sample_timesteps_per_iteration", allowed=(0, None), example=1000),
@@ -345,7 +306,8 @@ RLLIB_KEYS: list[RLlibKey] = [
     same("evaluation_duration", "evaluation", example=5),
     same("evaluation_duration_unit", "evaluation", example="timesteps"),
     same("evaluation_num_workers", "evaluation", example=0),
-    same("evaluation_config", "evaluation", example={"explore": False}),
+    same("evaluation_config", "evaluation", example={"explore": False}, unset=(None,),
+         note=" (RLlib's None is `{}`)"),
     same("evaluation_parallel_to_training", "evaluation", example=False),
     accepted("evaluation_sample_timeout_s", ("evaluation",), "volley's evaluation has no timeout: it plays "
              "evaluation_duration in full", example=120.0),
@@ -374,7 +336,7 @@ RLLIB_KEYS: list[RLlibKey] = [
                "types refused by name", example={"type": "StochasticSampling"},
                algorithms=("ppo", "pg", "trpo")),
     # training(), every algorithm
-    same("lr", "training", example=1e-3),
+    same("lr", "training", example=1e-3, note=": a number, or RLlib's schedule `[[timestep, lr], ...]`"),
     same("gamma", "training", example=0.95),
     same("train_batch_size", "training", example=1000, note=" (DQN: the steps sampled per iteration; RLlib's "
          "DQN train_batch_size is the replay minibatch, volley's minibatch_size)"),
@@ -388,6 +350,10 @@ RLLIB_KEYS: list[RLlibKey] = [
             example=1000),
     refused("grad_clip_by", ("training",), "volley clips the global gradient norm", allowed=("global_norm",),
             example="value"),
+    translated("optimizer", ("training",), apex_optimizer, ("num_replay_shards", "weight_sync_interval"),
+               "RLlib 2.9's Ape-X settings: `num_replay_buffer_shards` → `num_replay_shards`, "
+               "`max_weight_sync_delay` → `weight_sync_interval`; other keys refused by name",
+               example={"num_replay_buffer_shards": 2, "max_weight_sync_delay": 256}, algorithms=APEX),
     refused("optimizer", ("training",), "volley's optimizers are fixed: Adam (PPO, DQN, TRPO's value "
             "function), RMSProp (PG); set lr and grad_clip", allowed=({},), example={"type": "SGD"}),
     refused("learner_class", ("training",), "volley's algorithms are its own classes", allowed=(None,),
@@ -399,17 +365,16 @@ RLLIB_KEYS: list[RLlibKey] = [
     same("vf_clip_param", "training", example=10.0, note=" (volley's default None is no clipping; RLlib's "
          "is 10.0)"),
     same("vf_loss_coeff", "training", example=1.0),
-    same("entropy_coeff", "training", example=0.01),
+    same("entropy_coeff", "training", example=0.01, note=": a number, or RLlib's schedule `[[timestep, weight], ...]`"),
     same("num_epochs", "training", example=5),
-    same("minibatch_size", "training", example=128),
+    same("minibatch_size", "training", example=128, unset=(None,), note=" (RLlib's None keeps volley's)"),
     translated("vf_share_layers", ("training",), lambda v: {"model": {"vf_share_layers": v}}, ("model",),
                "`model.vf_share_layers` (RLlib's old top-level PPO key)", example=True, algorithms=PPO),
     refused("use_critic", ("training",), "volley's PPO always learns a value function for GAE",
             allowed=(True,), example=False, algorithms=PPO),
     refused("use_gae", ("training",), "volley's PPO always uses GAE; lambda=1.0 gives Monte-Carlo "
             "returns less the value baseline", allowed=(True,), example=False, algorithms=PPO),
-    refused("entropy_coeff_schedule", ("training",), "volley's entropy_coeff is a constant",
-            allowed=(None,), example=[[0, 0.01], [10_000, 0.0]], algorithms=PPO),
+    same("entropy_coeff_schedule", "training", example=[[0, 0.01], [10_000, 0.0]]),
     accepted("shuffle_sequences", ("training",), "minibatches are rows drawn without replacement, "
              "shuffled every epoch", example=True, algorithms=PPO),
     # training(), DQN (and Ape-X)
@@ -447,8 +412,11 @@ RLLIB_KEYS: list[RLlibKey] = [
              algorithms=DQN),
     refused("td_error_loss_fn", ("training",), "volley's DQN loss is the Huber loss", allowed=("huber",),
             example="mse", algorithms=DQN),
+    refused("num_epochs", ("training",), "volley's DQN takes each gradient step on a fresh replay minibatch; "
+            "set train_intensity", allowed=(1,), example=4, algorithms=DQN),
     refused("training_intensity", ("training",), "volley's train_intensity counts gradient steps per "
-            "sampled step: set train_intensity = training_intensity / minibatch_size", allowed=(None,),
+            "sampled step: set train_intensity = training_intensity / minibatch_size",
+            allowed=(None, *rllib_defaults("training_intensity")),
             example=8, algorithms=DQN),
     refused("adam_epsilon", ("training",), "volley's DQN uses Adam's default epsilon", allowed=(1e-8,),
             example=1e-4, algorithms=DQN),
@@ -468,12 +436,19 @@ RLLIB_KEYS: list[RLlibKey] = [
     accepted("delay_between_worker_restarts_s", ("fault_tolerance",), "volley starts a dead worker's "
              "replacement at once", example=10.0),
     # multi_agent(), callbacks(), offline_data(), checkpointing(), rl_module()
-    refused("policies", ("multi_agent",), ONE_POLICY, allowed=(None, {}), example={"p0", "p1"}),
-    refused("policy_mapping_fn", ("multi_agent",), ONE_POLICY, allowed=(None,), example="fn"),
+    refused("policies", ("multi_agent",), ONE_POLICY, allowed=(None, {}, *rllib_defaults("policies")),
+            example={"p0", "p1"}),
+    refused("policy_mapping_fn", ("multi_agent",), ONE_POLICY, allowed=(None, *rllib_defaults("policy_mapping_fn")),
+            example="fn"),
     refused("policies_to_train", ("multi_agent",), ONE_POLICY, allowed=(None,), example=["p0"]),
     refused("count_steps_by", ("multi_agent",), ONE_POLICY, allowed=("env_steps",), example="agent_steps"),
     refused("callbacks_class", ("callbacks",), NO_CALLBACKS, allowed=(None,), example="cls"),
     *[refused(name, ("callbacks",), NO_CALLBACKS, allowed=(None,), example="fn") for name in CALLBACKS],
+    # what RLlib's to_dict() holds for them: the callbacks class, and the new stack's functions
+    refused("callbacks", ("callbacks",), NO_CALLBACKS, allowed=(None, *rllib_defaults("callbacks")), example="cls"),
+    *[refused(f"callbacks_{name}", ("callbacks",), NO_CALLBACKS, allowed=(None,), example="fn")
+      for name in (*CALLBACKS, "on_env_runners_recreated", "on_evaluate_offline_start", "on_evaluate_offline_end",
+                   "on_offline_eval_runners_recreated")],
     refused("input_", ("offline_data",), "volley learns from environments it steps, not from offline "
             "data", allowed=("sampler",), example="/data/*.json"),
     refused("output", ("offline_data",), "volley writes no sample batches; progress.jsonl holds the "
@@ -507,8 +482,9 @@ RLLIB_KEYS: list[RLlibKey] = [
     refused("model.head_fcnet_hiddens", ("model",), "volley's heads are linear on the MLP; add the "
             "layers to fcnet_hiddens", allowed=([],), example=[64]),
     accepted("model.head_fcnet_activation", ("model",), "only used with head_fcnet_hiddens", example="relu"),
-    refused("model.free_log_std", ("model",), "volley's Gaussian policies always learn a "
-            "state-independent log std (log_std_init)", allowed=(True,), example=False),
+    accepted("model.free_log_std", ("model",), "volley's Gaussian policies always learn a state-independent "
+             "log std (log_std_init), which is RLlib's True; RLlib's default False makes it an output of the "
+             "network", example=True),
     refused("model.custom_model", ("model",), "volley builds its own networks from fcnet_hiddens, "
             "fcnet_activation and vf_share_layers", allowed=(None,), example="my_model"),
     refused("model.custom_model_config", ("model",), "volley has no custom models", allowed=({},),
@@ -521,14 +497,24 @@ RLLIB_KEYS: list[RLlibKey] = [
             allowed=(True,), example=False),
 ]
 
+
+
+RLLIB_KEYS += DUMP_KEYS  # the rest of what RLlib's to_dict() holds (volley/rllib_keys.py)
+# RLlib's to_dict() holds these public keys under their attribute's name
+RLLIB_KEYS += [stored_as(entry, f"_{entry.name}") for entry in list(RLLIB_KEYS) if entry.name in (
+    "is_atari", "learner_class", "model_config", "rl_module_spec", "env_to_module_connector",
+    "module_to_env_connector", "learner_connector", "train_batch_size_per_learner")]
+
 BUILDER_GROUPS = ("environment", "rollouts", "resources", "learners", "framework", "api_stack", "debugging",
                   "reporting", "evaluation", "exploration", "training", "fault_tolerance", "multi_agent",
-                  "callbacks", "offline_data", "checkpointing", "rl_module", "model")
+                  "callbacks", "offline_data", "checkpointing", "rl_module", "experimental", "model")
 
 
-def rllib_key(name: str, algo_names: Collection[str]) -> RLlibKey | None:
-    """The table's entry for RLlib's ``name`` in a config of one of ``algo_names`` (None if none)."""
-    return next((key for key in RLLIB_KEYS if key.name == name and key.applies_to(algo_names)), None)
+def rllib_key(name: str, algo_names: Collection[str], fields: Collection[str] | None = None) -> RLlibKey | None:
+    """The table's entry for RLlib's ``name`` in a config of one of ``algo_names`` (None if none);
+    with the config's ``fields``, a ``same`` entry counts only where the config has that key."""
+    return next((key for key in RLLIB_KEYS if key.name == name and key.applies_to(algo_names)
+                 and (fields is None or key.kind != "same" or key.name in fields)), None)
 
 
 def takes(entry: RLlibKey, fields: Collection[str], algo_names: Collection[str]) -> bool:
@@ -537,7 +523,7 @@ def takes(entry: RLlibKey, fields: Collection[str], algo_names: Collection[str])
     of the entries for that name that applies)."""
     if entry.kind == "same":
         return entry.name in fields
-    return rllib_key(entry.name, algo_names) is entry
+    return rllib_key(entry.name, algo_names, fields) is entry
 
 
 # -- environments given as a class or a function ---------------------------------------------------

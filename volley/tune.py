@@ -25,14 +25,16 @@ safetensors, never pickle), which ``volley evaluate`` and ``Algorithm.from_check
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any, ClassVar
 
 from ray import tune
 
 from volley.algorithm import Algorithm
-from volley.algorithms import get_config_class
+from volley.algorithms import ALGORITHMS, RLLIB_NAMES, get_config_class
 from volley.config import AlgorithmConfig
+from volley.engines.ray_engine import as_trial, trial_resources
 from volley.errors import ConfigError
 from volley.logging import ResultLogger
 
@@ -47,25 +49,14 @@ class VolleyTrainable(tune.Trainable):
 
     @classmethod
     def algorithm_config(cls, params: dict[str, Any]) -> AlgorithmConfig:
-        """The base config with a trial's ``params`` (config keys) applied."""
-        config = cls.config_class.from_dict(cls.base_config).update(**params)
-        if config.engine == "mpi":
-            raise ConfigError("engine='mpi' cannot run inside a Tune trial; use 'ray' or 'local'")
-        if config.num_workers == "auto":  # every CPU per trial would leave room for one trial
-            config.update(num_workers=0)
-        if config.num_cpus_for_driver is None:  # the learner's threads: the CPUs its bundle holds, not
-            config.update(num_cpus_for_driver=1)  # every core of a node that other trials share
-        return config
+        """The base config with a trial's ``params`` (config keys) applied, as a trial runs it."""
+        return as_trial(cls.config_class.from_dict(cls.base_config).update(**params))
 
     @classmethod
     def default_resource_request(cls, config: dict[str, Any]) -> tune.PlacementGroupFactory:
         """One bundle for the trial (its learner's ``num_cpus_for_driver`` CPUs, default 1), one per
         Ray rollout worker."""
-        algo_config = cls.algorithm_config(config)
-        remote = algo_config.plan().num_workers if algo_config.engine == "ray" else 0
-        return tune.PlacementGroupFactory(
-            [{"CPU": float(algo_config.num_cpus_for_driver or 1)}]
-            + [{"CPU": algo_config.num_cpus_per_worker}] * remote)
+        return trial_resources(cls.algorithm_config(config))
 
     def setup(self, config: dict[str, Any]) -> None:
         self.algo: Algorithm = self.algorithm_config(config).build()
@@ -94,12 +85,35 @@ class VolleyTrainable(tune.Trainable):
         self.algo.stop()
 
 
-def trainable(algo: str | AlgorithmConfig) -> type[VolleyTrainable]:
-    """A Trainable class for an algorithm name (``"ppo"``) or a config to start from."""
-    base = get_config_class(algo)() if isinstance(algo, str) else algo.copy()
+def trainable(algo: str | type[Algorithm] | AlgorithmConfig) -> type[VolleyTrainable]:
+    """A Trainable class for an algorithm name (``"ppo"``, RLlib's ``"PPO"``), an algorithm class
+    (``PPO``) or a config to start from."""
+    if isinstance(algo, type):
+        base = algo.get_default_config()
+    else:
+        base = get_config_class(algo)() if isinstance(algo, str) else algo.copy()
     name = f"Volley{type(base).__name__.removesuffix('Config')}"
     return type(name, (VolleyTrainable,), {"base_config": base.to_dict(),
                                            "config_class": type(base)})
+
+
+def register_rllib_names() -> None:
+    """volley's algorithms as Tune trainables under RLlib's names (``"PPO"``, ``"DQN"``, ``"APEX"``),
+    so ``tune.Tuner("PPO", param_space=config)`` runs as RLlib's docs spell it; and volley's configs
+    as a ``param_space`` (Tune takes RLlib's configs through their ``to_dict()``). Done when this
+    module is imported. Tune takes an algorithm *class* only where it subclasses ``tune.Trainable``,
+    which volley's cannot (no algorithm imports Ray): ``trainable(PPO)`` is that class."""
+    for name in ALGORITHMS:
+        tune.register_trainable(name.upper(), trainable(name), warn=False)
+    for rllib_name, name in RLLIB_NAMES.items():
+        tune.register_trainable(rllib_name.upper(), trainable(name), warn=False)
+    with contextlib.suppress(ImportError, AttributeError):  # Tune's own test for RLlib's configs
+        from ray.tune.tune import _Config
+
+        _Config.register(AlgorithmConfig)
+
+
+register_rllib_names()
 
 
 def search_space(config_class: type[AlgorithmConfig], grid: list[tuple[str, list[Any]]],

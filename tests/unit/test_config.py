@@ -38,7 +38,7 @@ def test_key_in_the_wrong_builder_names_the_right_one():
 
 
 @pytest.mark.parametrize(("key", "value", "pattern"), [
-    ("lr", "fast", r"'lr' must be float, got 'fast'"),
+    ("lr", "fast", r"'lr' must be float or list\[list\[float\]\], got 'fast'"),
     ("num_epochs", 2.5, r"'num_epochs' must be int, got 2.5"),
     ("normalize_advantages", 1, r"'normalize_advantages' must be bool, got 1"),
     ("model", [1], r"'model' must be a dict, got \[1\]"),

@@ -16,13 +16,23 @@ ALGORITHMS: dict[str, type[Algorithm]] = {"ppo": PPO, "trpo": TRPO, "pg": PG, "d
                                           "apex_dqn": ApexDQN}
 
 
+# RLlib's registry names that are not volley's own
+RLLIB_NAMES = {"apex": "apex_dqn"}
+
+
 def get_algorithm_class(name: str) -> type[Algorithm]:
-    """The algorithm called ``name`` (case-insensitive: 'ppo', 'PPO', 'ApexDQN')."""
-    return Algorithm.named(name)
+    """The algorithm called ``name`` (case-insensitive: 'ppo', 'PPO', 'ApexDQN', RLlib's 'APEX')."""
+    return Algorithm.named(RLLIB_NAMES.get(name.lower(), name))
+
+
+def get_trainable_cls(name: str) -> type[Algorithm]:
+    """RLlib's ``ray.tune.registry.get_trainable_cls``: the algorithm class by its RLlib name, as in
+    ``get_trainable_cls("PPO").get_default_config()``."""
+    return get_algorithm_class(name)
 
 
 def get_config_class(name: str) -> type[AlgorithmConfig]:
     return get_algorithm_class(name).config_class
 
 
-__all__ = ["ALGORITHMS", "ApexDQN", "ApexDQNConfig", "DQN", "DQNConfig", "PG", "PPO", "PGConfig", "PPOConfig", "TRPO", "TRPOConfig", "get_algorithm_class", "get_config_class"]
+__all__ = ["ALGORITHMS", "ApexDQN", "ApexDQNConfig", "DQN", "DQNConfig", "PG", "PPO", "PGConfig", "PPOConfig", "TRPO", "TRPOConfig", "get_algorithm_class", "get_config_class", "get_trainable_cls"]

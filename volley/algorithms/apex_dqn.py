@@ -130,8 +130,6 @@ class ApexDQN(DQN):
         start = time.perf_counter()
         updates_before, losses, q_means = self.learner_updates, [], []
         lags: list[int] = []
-        for group in self.optimizer.param_groups:
-            group["lr"] = self.current_lr()
         while time.perf_counter() < start + cfg.min_time_s_per_iteration:
             drawn = self.workers.next_minibatch() if self.may_update() else None
             # waits only when there is nothing to learn from yet
@@ -159,7 +157,7 @@ class ApexDQN(DQN):
                 "sample_throughput": self._steps_this_iter / took,
                 "train_throughput": updates * cfg.minibatch_size / took,
                 "num_shard_restarts": self.workers.num_shard_restarts,
-                "lr": self.optimizer.param_groups[0]["lr"]}
+                "lr": self.schedule_lr(self.optimizer)}  # as RLlib's learner after its updates
 
     def take_reports(self, reports: list[ActorReport], lags: list[int]) -> None:
         """Fold the workers' episodes and steps into the counters; note how stale their weights were."""

@@ -83,7 +83,7 @@ class DQN(Algorithm):
     def setup_learner(self) -> None:
         """The target network and the optimizer (wherever the replay buffer lives)."""
         self.target = copy.deepcopy(self.policy).requires_grad_(False)
-        self.optimizer = Adam(self.policy.q_parameters(), lr=self.config.lr)
+        self.optimizer = Adam(self.policy.q_parameters(), lr=self.scheduled("lr"))
 
     def training_step(self) -> dict[str, float]:
         cfg = self.config
@@ -96,8 +96,6 @@ class DQN(Algorithm):
         losses, q_means = [], []
         if len(self.replay) >= cfg.learning_starts:
             self.updates_owed += cfg.train_intensity * len(batch)
-            for group in self.optimizer.param_groups:
-                group["lr"] = self.current_lr()
             for _ in range(int(self.updates_owed)):
                 minibatch = self.replay.sample(cfg.minibatch_size)
                 loss, q_mean, td_errors = self.update(minibatch)
@@ -106,6 +104,7 @@ class DQN(Algorithm):
                 losses.append(loss)
                 q_means.append(q_mean)
             self.updates_owed -= len(losses)
+            self.schedule_lr(self.optimizer)  # as RLlib's learner after its updates
 
         if steps_before // cfg.target_update_freq < steps_after // cfg.target_update_freq:
             self.update_target()

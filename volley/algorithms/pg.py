@@ -53,7 +53,7 @@ class PG(Algorithm):
     postprocess = staticmethod(returns_columns)
 
     def setup(self) -> None:
-        self.optimizer = RMSprop(self.policy.policy_parameters(), lr=self.config.lr,
+        self.optimizer = RMSprop(self.policy.policy_parameters(), lr=self.scheduled("lr"),
                                  alpha=self.config.decay_rate)
 
     def training_step(self) -> dict[str, float]:
@@ -66,10 +66,8 @@ class PG(Algorithm):
         else:
             pieces = self.sample_and_apply(gradient_pieces, self.config.batch_episodes)
             loss = self.combine_gradients(pieces)
-        for group in self.optimizer.param_groups:
-            group["lr"] = self.current_lr()
         self.optimizer_step(self.optimizer, loss, self.config.grad_clip)
-        return {"policy_loss": loss, "lr": self.optimizer.param_groups[0]["lr"]}
+        return {"policy_loss": loss, "lr": self.schedule_lr(self.optimizer)}  # as RLlib's learner after an update
 
     def _standardizer(self, count: float, total: float, total_sq: float) -> tuple[float, float]:
         """Mean and scale of the returns over the whole batch (scale 1 when not standardising)."""

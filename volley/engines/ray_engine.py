@@ -127,6 +127,28 @@ def shutdown_ray() -> None:
     ray_boot.release_taken()
 
 
+def as_trial(config: AlgorithmConfig) -> AlgorithmConfig:
+    """``config`` as a Ray Tune trial runs it: ``num_workers="auto"`` is 0 (every CPU per trial
+    would leave room for one trial), the learner's threads are ``num_cpus_for_driver`` or 1 (the
+    CPUs its bundle holds, not every core of a node other trials share); no MPI."""
+    if config.engine == "mpi":
+        raise ConfigError("engine='mpi' cannot run inside a Tune trial; use 'ray' or 'local'")
+    return config.copy(copy_frozen=False).update(
+        num_workers=0 if config.num_workers == "auto" else config.num_workers,
+        num_cpus_for_driver=config.num_cpus_for_driver or 1)
+
+
+def trial_resources(config: AlgorithmConfig) -> Any:
+    """What a Tune trial of ``config`` (as :func:`as_trial` made it) reserves, as Tune's
+    ``PlacementGroupFactory``: one bundle for the trial (its learner's CPUs), one per Ray
+    rollout worker; the trial's workers are then placed inside it (:func:`placement`)."""
+    from ray.tune import PlacementGroupFactory
+
+    remote = config.plan().num_workers if config.engine == "ray" else 0
+    return PlacementGroupFactory([{"CPU": float(config.num_cpus_for_driver or 1)}]
+                                 + [{"CPU": config.num_cpus_per_worker}] * remote)
+
+
 def placement(config: AlgorithmConfig, num_workers: int, reserved_cpus: float = 0.0) -> Any:
     """The scheduling strategy for ``num_workers`` worker actors; a ConfigError if they do not fit
     beside the ``reserved_cpus`` that this run's other actors hold.

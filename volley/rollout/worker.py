@@ -154,7 +154,7 @@ class RolloutWorker:
         return make_vector_env(self.config.env, self.num_envs, env_config=self.config.env_config,
                                creator=self.env_creator,
                                atari_preprocessing=self.config.atari_preprocessing,
-                               render_mode=self.render_mode)
+                               render_mode=self.render_mode, vectorize_mode=self.config.vectorize_mode)
 
     @property
     def policy(self) -> Policy:
