@@ -32,7 +32,9 @@ from ray import tune
 
 from volley.algorithm import Algorithm
 from volley.algorithms import get_config_class
+from volley.callbacks import DefaultCallbacks, classes_named, remember
 from volley.config import AlgorithmConfig
+from volley.engines.ray_engine import ship_by_value
 from volley.errors import ConfigError
 from volley.logging import ResultLogger
 
@@ -44,10 +46,13 @@ class VolleyTrainable(tune.Trainable):
 
     base_config: ClassVar[dict[str, Any]]
     config_class: ClassVar[type[AlgorithmConfig]]
+    # the callbacks classes base_config names: they travel with this class to the trial's process
+    callbacks_classes: ClassVar[dict[str, type[DefaultCallbacks]]] = {}
 
     @classmethod
     def algorithm_config(cls, params: dict[str, Any]) -> AlgorithmConfig:
         """The base config with a trial's ``params`` (config keys) applied."""
+        remember(cls.callbacks_classes)
         config = cls.config_class.from_dict(cls.base_config).update(**params)
         if config.engine == "mpi":
             raise ConfigError("engine='mpi' cannot run inside a Tune trial; use 'ray' or 'local'")
@@ -98,8 +103,11 @@ def trainable(algo: str | AlgorithmConfig) -> type[VolleyTrainable]:
     """A Trainable class for an algorithm name (``"ppo"``) or a config to start from."""
     base = get_config_class(algo)() if isinstance(algo, str) else algo.copy()
     name = f"Volley{type(base).__name__.removesuffix('Config')}"
-    return type(name, (VolleyTrainable,), {"base_config": base.to_dict(),
-                                           "config_class": type(base)})
+    callbacks = classes_named(base.callbacks_class)
+    for cls in callbacks.values():
+        ship_by_value(cls)  # a class of a script or test goes to the trial's process by value
+    return type(name, (VolleyTrainable,), {"base_config": base.to_dict(), "config_class": type(base),
+                                           "callbacks_classes": callbacks})
 
 
 def search_space(config_class: type[AlgorithmConfig], grid: list[tuple[str, list[Any]]],
