@@ -256,7 +256,7 @@ class Hooks:
             try:
                 method(**kwargs)
             except Exception as exc:
-                owner = type(getattr(method, "__self__", None)).__qualname__
+                owner = type(getattr(method, "__self__", None)).__qualname__.rpartition("<locals>.")[2]
                 text = (str(exc).strip().splitlines() or [""])[0]
                 raise CallbackError(f"{owner}.{name} raised {type(exc).__name__}{self.where}"
                                     f"{': ' + text if text else ''}") from exc

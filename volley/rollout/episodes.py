@@ -107,15 +107,13 @@ class BaseEnvView:
         return self.worker.env
 
 
-def sub_environments_created(worker: RolloutWorker, indices: list[int] | None = None,
-                             recreated: bool = False) -> None:
+def sub_environments_created(worker: RolloutWorker, indices: list[int] | None = None) -> None:
     """``on_sub_environment_created`` for environments ``indices`` of ``worker`` (all by default;
     a native vector env comes as itself, ``env_index=None``)."""
     guards = guarded_envs(worker.env)
     envs = [(None, worker.env)] if guards is None else [(j, guards[j].env) for j in indices or range(len(guards))]
     for index, env in envs:
-        context = EnvContext(worker.config.env_config, worker.worker_index, index, worker.num_workers,
-                             recreated_worker=recreated)
+        context = EnvContext(worker.config.env_config, worker.worker_index, index, worker.num_workers)
         worker.hooks("on_sub_environment_created", worker=worker, sub_environment=env, env_context=context,
                      env_index=index)
 

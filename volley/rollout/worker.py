@@ -346,7 +346,7 @@ class RolloutWorker:
             raise EnvError(f"{cause}; its replacement failed too: "
                            f"{self._describe(int(np.flatnonzero(again)[0]), None, None)}")
         if self.hooks.uses("on_sub_environment_created"):
-            sub_environments_created(self, np.flatnonzero(failed).tolist(), recreated=True)
+            sub_environments_created(self, np.flatnonzero(failed).tolist())
         if self.episodes is not None:
             self.episodes.recovered(failed, raw, fresh, infos)
         self._episode_return[failed] = 0.0
