@@ -282,9 +282,9 @@ class Episode:
     into ``hist_stats``), ``user_data`` (anything, kept for the episode's hooks), ``media``
     (kept, not reported). ``length`` and ``total_reward`` count the steps taken so far; the
     ``last_*_for()`` methods read the latest step (RLlib's ``agent_id`` argument is accepted:
-    there is one agent). While the episode runs, they read the worker's current step
-    (``step``, a :class:`StepSource`), so following an episode costs nothing per step; at
-    its end they are kept.
+    there is one agent). They read the worker's current step (``step``, a :class:`StepSource`),
+    so following an episode costs nothing per step; at its end that step is kept (its arrays
+    are new every step: the worker keeps them too, in its fragment).
     """
 
     def __init__(self, episode_id: int, env_id: int, worker: Any, step: StepSource) -> None:
@@ -296,22 +296,19 @@ class Episode:
         self.hist_data: dict[str, list[Any]] = {}
         self.media: dict[str, Any] = {}
         self._step = step
-        self._first: dict[str, Any] = {}  # the reset's observation and info, until the first step
-        self._final: dict[str, Any] | None = None  # everything, once the episode ended
+        self._first = step  # the reset that started it (its observation and info)
+        self._final: tuple[int, float] | None = None  # its length and return, once it ended
 
-    def begin(self, obs: Any, raw_obs: Any, info: dict) -> None:
-        """The environment was reset to ``obs`` (preprocessed; ``raw_obs`` as it returned it)."""
-        self._first = {"obs": obs, "raw_obs": raw_obs, "info": info, "terminated": False, "truncated": False}
+    def begin(self, first: StepSource) -> None:
+        """The environment was reset: ``first`` holds its first observation and info."""
+        self._first = first
 
     def end(self) -> None:
-        """Keep what the ``last_*`` methods return: the worker's step moves on."""
-        final = {key: copied(self._read(key)) for key in ("obs", "raw_obs", "info", "action", "prev_action",
-                                                        "reward", "prev_reward", "terminated", "truncated")}
-        self._final = {**final, "length": self.length, "total_reward": self.total_reward}
+        """Keep the step the episode ended on (the worker's moves on), its length and its return."""
+        self._final = self.length, self.total_reward
+        self._step = self._step.frozen()
 
     def _read(self, key: str) -> Any:
-        if self._final is not None:
-            return self._final[key]
         steps = self.length
         if key in ("action", "prev_action"):
             if steps <= (0 if key == "action" else 1):  # none taken yet: zeros, as in RLlib
@@ -320,16 +317,16 @@ class Episode:
             if steps <= (0 if key == "reward" else 1):
                 return 0.0
         elif steps == 0:
-            return self._first[key]
+            return False if key in ("terminated", "truncated") else self._first.value(key, self.env_id)
         return self._step.value(key, self.env_id)
 
     @property
     def length(self) -> int:
-        return self._final["length"] if self._final is not None else self._step.length(self.env_id)
+        return self._final[0] if self._final is not None else self._step.length(self.env_id)
 
     @property
     def total_reward(self) -> float:
-        return self._final["total_reward"] if self._final is not None else self._step.total_reward(self.env_id)
+        return self._final[1] if self._final is not None else self._step.total_reward(self.env_id)
 
     total_env_steps = total_agent_steps = length
 
@@ -381,18 +378,22 @@ class Episode:
 
     def record(self) -> tuple[dict[str, Any], dict[str, list[Any]]]:
         """What the driver summarises: the custom metrics and the histogram data."""
-        return dict(self.custom_metrics), {key: list(values) for key, values in self.hist_data.items()}
+        return self.custom_metrics, self.hist_data
 
 
 class StepSource(Protocol):
-    """What a running :class:`Episode` reads: the latest step of its worker's environments
-    (``volley.rollout.episodes.StepView``)."""
+    """What an :class:`Episode` reads: the latest step of its worker's environments
+    (``volley.rollout.episodes.StepView``), or once it ended, the step it ended on."""
 
     def value(self, key: str, env: int) -> Any: ...
 
     def length(self, env: int) -> int: ...
 
     def total_reward(self, env: int) -> float: ...
+
+    def frozen(self) -> StepSource:
+        """This step, kept as it is now."""
+        ...
 
 
 # -- custom metrics at the driver -------------------------------------------------------------------
@@ -421,11 +422,6 @@ def summarize(records: Iterable[EpisodeRecord], keep_per_episode: bool = False
         for suffix, reduce in (("mean", np.mean), ("min", np.min), ("max", np.max)):
             metrics[f"{key}_{suffix}"] = float(reduce(kept)) if kept else math.nan
     return metrics, hist
-
-
-def copied(value: Any) -> Any:
-    """A copy of an array (a view into the worker's step would change under the episode)."""
-    return value.copy() if isinstance(value, np.ndarray) else value
 
 
 def _plain(value: Any) -> Any:

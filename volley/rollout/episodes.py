@@ -21,13 +21,13 @@ import numpy as np
 
 from volley.callbacks import (
     AGENT_ID,
+    EPISODE_HOOKS,
     POLICY_ID,
     EnvContext,
     Episode,
     EpisodeRecord,
     Hooks,
     Policies,
-    copied,
 )
 from volley.envs import ERROR_INFO, guarded_envs
 from volley.rollout.batch import Batch
@@ -58,10 +58,11 @@ def env_info(infos: list[dict] | dict, env: int) -> dict:
 class StepView:
     """The worker's latest vector step, which its running episodes read (a ``StepSource``)."""
 
-    def __init__(self, lengths: np.ndarray, returns: np.ndarray) -> None:
+    def __init__(self, lengths: np.ndarray, returns: np.ndarray, no_actions: np.ndarray) -> None:
         self.lengths, self.returns = lengths, returns  # the worker's own counters, updated in place
         self.raw: Any = None
-        self.obs = self.actions = self.prev_actions = self.rewards = self.prev_rewards = np.zeros(0)
+        self.obs = self.rewards = self.prev_rewards = np.zeros(0)
+        self.actions = self.prev_actions = no_actions  # [N, *action_shape] zeros until the first step
         self.terminated = self.truncated = np.zeros(0, bool)
         self.infos: list[dict] | dict = {}
 
@@ -84,6 +85,13 @@ class StepView:
 
     def total_reward(self, env: int) -> float:
         return float(self.returns[env])
+
+    def frozen(self, **changes: Any) -> StepView:
+        """This step as it is now (its arrays are new every step: the worker keeps them in its
+        fragment too), with ``changes``."""
+        step = object.__new__(StepView)
+        step.__dict__.update(self.__dict__, **changes)
+        return step
 
 
 class BaseEnvView:
@@ -124,21 +132,26 @@ class EpisodeTracker:
     def __init__(self, worker: RolloutWorker, hooks: Hooks) -> None:
         num_envs = worker.num_envs
         self.worker, self.hooks = worker, hooks
-        self.view = StepView(worker._episode_length, worker._episode_return)
+        space = worker.action_space
+        self.view = StepView(worker._episode_length, worker._episode_return,
+                             np.zeros((num_envs, *(space.shape or ())), space.dtype))
+        self.used = {hook: hooks.uses(hook) for hook in EPISODE_HOOKS}
+        self.guarded = guarded_envs(worker.env) is not None  # a native vector env stays one when made again
         self.base_env = BaseEnvView(worker)
         self.policies = Policies(lambda: worker.policy)
         self.running: list[Episode | None] = [None] * num_envs
         self.created: list[Episode | None] = [None] * num_envs  # created, to start at the env's next reset
         self.ended: dict[int, Episode] = {}  # ended on the latest step: finish() reports them
-        self.restarted: dict[int, tuple[Any, Any, dict]] = {}  # first obs, raw obs, info of failed envs made again
+        self.restarted: dict[int, StepView] = {}  # the reset of each failed env made again
         self.fragment: list[list[Episode]] = [[] for _ in range(num_envs)]  # ended in this fragment
         self.counts = [0] * num_envs
         self.steps = hooks.uses("on_episode_step")
         self.trajectories_used = hooks.uses("on_postprocess_trajectory")
 
     def _call(self, hook: str, env: int, episode: Episode) -> None:
-        self.hooks(hook, worker=self.worker, base_env=self.base_env, policies=self.policies, episode=episode,
-                   env_index=env)
+        if self.used[hook]:
+            self.hooks(hook, worker=self.worker, base_env=self.base_env, policies=self.policies,
+                       episode=episode, env_index=env)
 
     def _create(self, env: int) -> Episode:
         self.counts[env] += 1  # the id is unique over all workers: the env's global index, then a count
@@ -147,8 +160,8 @@ class EpisodeTracker:
         return episode
 
     def _infos(self, infos: dict) -> list[dict] | dict:
-        kept = getattr(self.worker.env, "sub_infos", None)  # a GuardedVectorEnv keeps each env's own
-        return kept if kept is not None else infos
+        """Each env's own infos where the vector keeps them (a GuardedVectorEnv), else the vector's."""
+        return self.worker.env.sub_infos if self.guarded else infos
 
     def before_reset(self) -> None:
         """Every environment is about to be reset: their running episodes are abandoned."""
@@ -158,15 +171,15 @@ class EpisodeTracker:
 
     def reset(self, raw: Any, obs: np.ndarray, infos: dict) -> None:
         """Every environment was reset (and any that failed were made again)."""
-        self._start(range(len(self.running)), raw, obs, self._infos(infos))
+        self._start(range(len(self.running)), self.view.frozen(raw=raw, obs=obs, infos=self._infos(infos)))
 
     def recovered(self, failed: np.ndarray, raw: Any, obs: np.ndarray, infos: dict) -> None:
         """The ``failed`` environments were made again and reset to ``obs``: their episodes are
         dropped, and new ones start with the step being taken."""
-        kept = self._infos(infos)
-        for j in np.flatnonzero(failed).tolist():
+        reset = self.view.frozen(raw=raw, obs=obs, infos=self._infos(infos))
+        for j in failed.nonzero()[0].tolist():
             self.running[j] = None
-            self.restarted[j] = (copied(obs[j]), copied(env_item(raw, j)), env_info(kept, j))
+            self.restarted[j] = reset
 
     def new_fragment(self) -> None:
         self.fragment = [[] for _ in self.fragment]
@@ -180,10 +193,10 @@ class EpisodeTracker:
         if self.ended:
             self.ended = {}
         if self.steps:
-            for j in np.flatnonzero(valid).tolist():
+            for j in valid.nonzero()[0].tolist():
                 self._call("on_episode_step", j, self._running(j))
         if np.count_nonzero(ended):
-            for j in np.flatnonzero(ended).tolist():
+            for j in ended.nonzero()[0].tolist():
                 episode = self._running(j)
                 episode.end()
                 self._call("on_episode_end", j, episode)
@@ -192,25 +205,26 @@ class EpisodeTracker:
                     self.fragment[j].append(episode)
                 self.running[j], self.created[j] = None, self._create(j)
         if np.count_nonzero(valid) < len(valid):
-            self._start(np.flatnonzero(~valid).tolist(), raw, obs, kept)
+            self._start((~valid).nonzero()[0].tolist(), self.view.frozen())
 
     def _running(self, env: int) -> Episode:
         episode = self.running[env]
         assert episode is not None, f"environment {env} runs no episode"
         return episode
 
-    def _start(self, envs: Any, raw: Any, obs: np.ndarray, infos: list[dict] | dict) -> None:
+    def _start(self, envs: Any, reset: StepView) -> None:
+        """Episodes start in ``envs``, whose observations and infos ``reset`` holds (except where
+        a failed env was made again: its own reset's)."""
         for j in envs:
             episode = self.created[j] or self._create(j)
             self.created[j] = None
-            first = self.restarted.pop(j, None) or (copied(obs[j]), copied(env_item(raw, j)), env_info(infos, j))
-            episode.begin(*first)
+            episode.begin(self.restarted.pop(j, reset))
             self.running[j] = episode
             self._call("on_episode_start", j, episode)
 
     def finish(self, counted: np.ndarray) -> list[EpisodeRecord]:
         """The records of the ``counted`` episodes among those that ended on the latest step."""
-        return [self.ended[j].record() for j in np.flatnonzero(counted).tolist()]
+        return [self.ended[j].record() for j in counted.nonzero()[0].tolist()]
 
     def trajectories(self, batch: Batch, valid: np.ndarray, ends: np.ndarray) -> None:
         """``on_postprocess_trajectory`` for each episode's rows of a worker's env-major ``batch``
