@@ -17,12 +17,11 @@ median and its ratio to no callbacks.
 from __future__ import annotations
 
 import argparse
-import statistics
 
 import numpy as np
 
 from volley import DefaultCallbacks
-from volley.bench import rate, sampling_worker
+from volley.bench import rate, rates_table, sampling_worker
 
 
 class OverridesNothing(DefaultCallbacks):
@@ -70,13 +69,8 @@ def main() -> None:
     for _ in range(args.rounds):
         for name, (worker, weights, steps) in workers.items():
             rates[name].append(rate(lambda w=worker, x=weights: w.sample(x, None), steps, args.seconds))
-    base = statistics.median(rates[args.cases[0]])
     print(f"{args.env}, {args.num_envs} environments, {args.rounds} rounds of {args.seconds:g} s\n")
-    print("| callbacks | env steps/s (each round) | median | ratio to the first |")
-    print("| --- | --- | --- | --- |")
-    for name, values in rates.items():
-        print(f"| {name} | {', '.join(f'{v:,.0f}' for v in values)} | {statistics.median(values):,.0f} | "
-              f"{statistics.median(values) / base:.2f} |")
+    print(rates_table(rates, "callbacks"))
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import statistics
 import subprocess
 import sys
 import time
@@ -217,6 +218,16 @@ def raw_env_rate(env: str, num_envs: int, seconds: float, seed: int = 0) -> floa
         return rate(step, 1, seconds)
     finally:
         single.close()
+
+
+def rates_table(rates: dict[Any, list[float]], label: str, unit: str = "env steps/s") -> str:
+    """Interleaved repeats as a markdown table: each row's values, their median and its ratio to
+    the first row's median."""
+    base = statistics.median(next(iter(rates.values())))
+    lines = [f"| {label} | {unit} (each repeat) | median | ratio to the first |", "| --- | --- | --- | --- |"]
+    lines += [f"| {name} | {', '.join(f'{v:,.0f}' for v in values)} | {statistics.median(values):,.0f} | "
+              f"{statistics.median(values) / base:.2f} |" for name, values in rates.items()]
+    return "\n".join(lines)
 
 
 def sampler_table(rows: list[SamplerRow]) -> str:

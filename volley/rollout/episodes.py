@@ -15,7 +15,7 @@ step, so following an episode costs nothing per step unless ``on_episode_step`` 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -29,7 +29,7 @@ from volley.callbacks import (
     Hooks,
     Policies,
 )
-from volley.envs import ERROR_INFO, guarded_envs
+from volley.envs import ERROR_INFO, GuardedVectorEnv, guarded_envs
 from volley.rollout.batch import Batch
 
 if TYPE_CHECKING:
@@ -161,7 +161,7 @@ class EpisodeTracker:
 
     def _infos(self, infos: dict) -> list[dict] | dict:
         """Each env's own infos where the vector keeps them (a GuardedVectorEnv), else the vector's."""
-        return self.worker.env.sub_infos if self.guarded else infos
+        return cast(GuardedVectorEnv, self.worker.env).sub_infos if self.guarded else infos
 
     def before_reset(self) -> None:
         """Every environment is about to be reset: their running episodes are abandoned."""
