@@ -415,6 +415,10 @@ def summarize(records: Iterable[EpisodeRecord], keep_per_episode: bool = False
             hist.setdefault(key, []).extend(_plain(item) for item in items)
     metrics: dict[str, Any] = {}
     for key, found in values.items():
+        for value in found:
+            if np.asarray(value).dtype.kind not in "biuf":
+                raise CallbackError(f"custom metric {key!r} is {shown(value)}: episode.custom_metrics "
+                                    "holds numbers (lists of them go in episode.hist_data)")
         kept = [value for value in found if not np.any(np.isnan(value))]
         if keep_per_episode:
             metrics[key] = [_plain(value) for value in kept]
@@ -465,10 +469,16 @@ class LearnerMetrics:
         return self.dicts[-1]
 
     def pop(self) -> dict[str, Any]:
-        keys = dict.fromkeys(key for each in self.dicts for key in each)
-        means = {key: _plain(np.mean([each[key] for each in self.dicts if key in each])) for key in keys}
+        """Each key's mean over the iteration's dicts (a value that is not a number: the last)."""
+        merged: dict[str, Any] = {}
+        for key in dict.fromkeys(key for each in self.dicts for key in each):
+            values = [each[key] for each in self.dicts if key in each]
+            try:
+                merged[key] = _plain(np.mean(values))
+            except (TypeError, ValueError):
+                merged[key] = values[-1]
         self.dicts = []
-        return means
+        return merged
 
 
 class Policies(Mapping[str, Any]):

@@ -365,4 +365,6 @@ def test_summarize_leaves_nan_out_as_rllib_does():
     assert all(math.isnan(metrics[f"b_{s}"]) for s in ("mean", "min", "max"))
     assert hist == {"h": [1, 2, 3.0]} and type(hist["h"][2]) is float
     assert summarize(records, keep_per_episode=True)[0] == {"a": [1.0, 3.0], "b": []}
+    with pytest.raises(CallbackError, match=r"^custom metric 'a' is 'high': episode.custom_metrics holds numbers"):
+        summarize([({"a": "high"}, {})])
 
