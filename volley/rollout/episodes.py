@@ -192,9 +192,11 @@ class EpisodeTracker:
         self.view.update(raw, obs, kept, actions, rewards, terminated, truncated)
         if self.ended:
             self.ended = {}
-        if self.steps:
+        if self.steps:  # the hot path of the one per-step hook: no helper between the loop and the hook
+            call, running = self.hooks, self.running
             for j in valid.nonzero()[0].tolist():
-                self._call("on_episode_step", j, self._running(j))
+                call("on_episode_step", worker=self.worker, base_env=self.base_env, policies=self.policies,
+                     episode=running[j], env_index=j)
         if np.count_nonzero(ended):
             for j in ended.nonzero()[0].tolist():
                 episode = self._running(j)
