@@ -96,6 +96,7 @@ False}`) it is accepted and changes nothing.
 | `algo.compute_single_action(obs, explore=False)` | the same, the action as the environment gets it (`normalize_actions`, `clip_actions`); without `explore` volley returns the most likely action, where RLlib samples (its default is the config's `explore`) |
 | `algo.get_policy()`, `.get_weights()`, `.set_weights(w)` | the torch module being trained; weights are `{name: numpy array}` |
 | `algo.get_weights()`, `algo.set_weights(w)` | `{"default_policy": {name: numpy array}}`, as RLlib returns them: copy them into another algorithm with the same network, or save them with numpy |
+| `config.callbacks(MyCallbacks)` (a `DefaultCallbacks` or `RLlibCallback` subclass, a list of them, or `make_multi_callbacks([...])`), `algo.callbacks` | the same, with the old stack's hooks and arguments; the episode hooks run on the workers of every engine, `episode.custom_metrics` become `custom_metrics/<key>_mean` (`_min`, `_max`), `episode.hist_data` `hist_stats/<key>`: see [extending.md](extending.md#callbacks-and-custom-metrics) |
 | `algo.iteration`, `algo.config`, `algo.stop()` | the same |
 | `algo.get_module()`, `algo.env_runner_group`, `algo.learner_group` | not in volley: `algo.get_policy()` is the network, `algo.workers` the rollout workers |
 | `PPOConfig.from_dict(rllib_config.to_dict())`, `config.update_from_dict(rllib_dict)` | the same: every key of RLlib's `to_dict()` has a line below, and RLlib's own defaults are always accepted (`seed=None` draws a seed that the config, every result and checkpoints keep, so the run repeats) |
@@ -136,7 +137,9 @@ accepted at RLlib's default) or in the table of `volley/rllib_compat.py`.
 `train()` returns volley's flat keys (`episode_reward_mean`, `timesteps_total`, the
 algorithm's statistics such as `policy_loss`), the keys of RLlib's old stack, and beside
 them the new stack's nested keys with the same numbers. `progress.jsonl`, TensorBoard
-and the console record the flat keys only, so no number is written twice.
+and the console record the flat keys only, so no number is written twice. The callbacks'
+`custom_metrics` and `hist_stats` are flat keys where RLlib 2.9 had them (top level, and
+in `result["evaluation"]`); RLlib 2.10+ nests them under `env_runners`, and so do the views.
 
 """
 
@@ -157,7 +160,8 @@ def render_results() -> str:
     """The result-key table, from ``training_views`` and ``evaluation_views`` themselves."""
     flat = {key: key for key in ("episode_reward_mean", "episode_reward_min", "episode_reward_max",
                                  "episode_len_mean", "episodes_this_iter", "timesteps_this_iter",
-                                 "episodes_total", "timesteps_total")}
+                                 "episodes_total", "timesteps_total", "custom_metrics", "hist_stats",
+                                 "learner_custom_metrics")}
     views = training_views(flat, {key: key for key in LEARNER_STATS})
     evaluation = {"evaluation": {"env_runners": evaluation_views(flat)["env_runners"]}}
     return "\n".join(["| RLlib's key | volley's flat key |", "| --- | --- |", *result_rows(views),

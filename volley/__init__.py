@@ -27,14 +27,16 @@ if TYPE_CHECKING:
         TRPOConfig,
         get_trainable_cls,
     )
+    from volley.callbacks import DefaultCallbacks, Episode, RLlibCallback, make_multi_callbacks
     from volley.config import AlgorithmConfig, ModelConfig
     from volley.envs import register_env
-    from volley.errors import CheckpointError, ConfigError, EnvError, VolleyError
+    from volley.errors import CallbackError, CheckpointError, ConfigError, EnvError, VolleyError
 
 _HOMES = {
     "Algorithm": "volley.algorithm", "AlgorithmConfig": "volley.config", "ModelConfig": "volley.config",
-    "register_env": "volley.envs", **dict.fromkeys(["CheckpointError", "ConfigError", "EnvError",
-                                                    "VolleyError"], "volley.errors"),
+    "register_env": "volley.envs", **dict.fromkeys(["CallbackError", "CheckpointError", "ConfigError",
+                                                    "EnvError", "VolleyError"], "volley.errors"),
+    **dict.fromkeys(["DefaultCallbacks", "Episode", "RLlibCallback", "make_multi_callbacks"], "volley.callbacks"),
     **dict.fromkeys(["ApexDQN", "ApexDQNConfig", "DQN", "DQNConfig", "PG", "PGConfig", "PPO", "PPOConfig",
                      "TRPO", "TRPOConfig", "get_trainable_cls"], "volley.algorithms"),
 }
@@ -47,6 +49,7 @@ def __getattr__(name: str) -> Any:
     return getattr(importlib.import_module(_HOMES[name]), name)
 
 
-__all__ = ["ApexDQN", "ApexDQNConfig", "DQN", "DQNConfig", "PG", "PGConfig", "PPO", "Algorithm", "AlgorithmConfig", "CheckpointError", "ConfigError", "EnvError",
-           "ModelConfig", "PPOConfig", "TRPO", "TRPOConfig", "VolleyError", "__version__", "get_trainable_cls",
-           "register_env"]
+__all__ = ["ApexDQN", "ApexDQNConfig", "DQN", "DQNConfig", "PG", "PGConfig", "PPO", "Algorithm", "AlgorithmConfig",
+           "CallbackError", "CheckpointError", "ConfigError", "DefaultCallbacks", "EnvError", "Episode",
+           "ModelConfig", "PPOConfig", "RLlibCallback", "TRPO", "TRPOConfig", "VolleyError", "__version__",
+           "get_trainable_cls", "make_multi_callbacks", "register_env"]

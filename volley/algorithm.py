@@ -23,6 +23,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from volley.callbacks import EpisodeMetrics, Hooks, LearnerMetrics, result_of
 from volley.checkpoint import (
     SavedCheckpoint,
     flatten_optimizer,
@@ -104,6 +105,8 @@ class Algorithm(ABC):
         config.freeze()  # as in RLlib: a built algorithm never sees its config change
         check_env_id(config.env)
         self.config = config
+        self.hooks = Hooks.of(config.callbacks_class)  # the driver's own instance (workers have theirs)
+        self.callbacks = self.hooks.callbacks
         self.workers = self.make_workers(registered_creator(config.env))
         self.device = torch.device("cuda" if config.num_gpus > 0 and self.workers.learns else "cpu")
         self.observation_space, self.action_space = self.workers.spaces()
@@ -128,6 +131,9 @@ class Algorithm(ABC):
         self._returns_this_iter: list[float] = []
         self._recent_returns: deque[float] = deque(maxlen=config.metrics_num_episodes_for_smoothing)
         self._recent_lengths: deque[int] = deque(maxlen=config.metrics_num_episodes_for_smoothing)
+        self._episode_metrics = EpisodeMetrics(config.metrics_num_episodes_for_smoothing,
+                                               config.keep_per_episode_custom_metrics)
+        self._learner_metrics = LearnerMetrics()
         self._driver_worker: RolloutWorker | None = None
         self._results_dir: Path | None = None  # where save() without a path writes
         self._next_sample: Callable[[], list[Any]] | None = None  # sample_ahead's batch in the making
@@ -137,6 +143,12 @@ class Algorithm(ABC):
         self.eval_workers = self.make_eval_workers()
         if config.create_env_on_driver and self.is_driver:
             self.driver_worker()  # now, so a broken environment fails at build time
+        if self.is_driver:  # as every hook of the driver's: MPI's other ranks run only the workers' hooks
+            try:
+                self.hooks("on_algorithm_init", algorithm=self)
+            except BaseException:
+                self.stop()
+                raise
 
     # -- what each algorithm writes ------------------------------------------------------------
 
@@ -213,7 +225,7 @@ class Algorithm(ABC):
         """
         results = self._call_workers("sample", self._per_worker(num_episodes))
         self._merge(results)
-        return Batch.concat([result.batch for result in results])
+        return self._learn_on(Batch.concat([result.batch for result in results]))
 
     def sample_ahead(self) -> Batch:
         """The batch the workers sampled while the learner was updating, and the next one started
@@ -227,7 +239,14 @@ class Algorithm(ABC):
         self._merge(results)
         self._next_sample = start_sampling()
         self._sample_time += time.perf_counter() - start
-        return Batch.concat([result.batch for result in results])
+        return self._learn_on(Batch.concat([result.batch for result in results]))
+
+    def _learn_on(self, batch: Batch) -> Batch:
+        """The batch the learner trains on next, after the callbacks' ``on_learn_on_batch``."""
+        if self.hooks.uses("on_learn_on_batch"):
+            self.hooks("on_learn_on_batch", policy=self.policy, train_batch=batch,
+                       result=self._learner_metrics.new())
+        return batch
 
     def sample_and_apply(self, fn: Callable[[ActorCritic, Batch, AlgorithmConfig], Any],
                          num_episodes: int | None = None) -> list[Any]:
@@ -257,6 +276,7 @@ class Algorithm(ABC):
             self._recent_lengths.extend(result.episode_lengths.tolist())
             self._steps_this_iter += result.env_steps
             self.num_env_errors += result.env_errors
+            self._episode_metrics.add(result.episode_metrics)
 
     def replica_mean(self, value: float) -> float:
         """``value`` averaged over data-parallel replicas (MPI allreduce mode), else ``value``: what
@@ -372,11 +392,17 @@ class Algorithm(ABC):
             "num_worker_restarts": self.workers.num_restarts,
             "num_env_errors": self.num_env_errors,
             "num_skipped_updates": self.num_skipped_updates,
+            **self._episode_metrics.result(self._recent_returns, self._recent_lengths),
             **stats,
         }
+        if self._learner_metrics.dicts:
+            result["learner_custom_metrics"] = self._learner_metrics.pop()
         if evaluation is not None:
             result["evaluation"] = {k: v for k, v in evaluation.items() if k != "evaluation"}
-        return {**result, **training_views(result, stats)}
+        result.update(training_views(result, stats))
+        if self.is_driver:
+            self.hooks("on_train_result", algorithm=self, result=result)
+        return result
 
     # -- using the policy ------------------------------------------------------------------
 
@@ -423,6 +449,7 @@ class Algorithm(ABC):
         ``evaluation`` (RLlib's ``algo.evaluate()["evaluation"]["episode_reward_mean"]``).
         """
         start = time.perf_counter()
+        self.hooks("on_evaluate_start", algorithm=self)
         cfg = self.config
         by_steps = num_episodes is None and cfg.evaluation_duration_unit == "timesteps"
         amount = num_episodes or cfg.evaluation_duration
@@ -434,13 +461,17 @@ class Algorithm(ABC):
             share = -(-amount // self.eval_workers.num_workers)
             results = self.eval_workers.call("evaluate", weights, self.filter_stats,
                                              None if by_steps else share, share if by_steps else None)
-        returns = np.concatenate([r for r, _ in results])
-        lengths = np.concatenate([n for _, n in results])
+        returns = np.concatenate([r for r, _, _ in results])
+        lengths = np.concatenate([n for _, n, _ in results])
+        records = [record for _, _, worker_records in results for record in worker_records]
         flat = {"episode_reward_mean": float(returns.mean()), "episode_reward_std": float(returns.std()),
                 "episode_reward_min": float(returns.min()), "episode_reward_max": float(returns.max()),
                 "episode_len_mean": float(lengths.mean()), "episodes_this_iter": len(returns),
-                "timesteps_this_iter": int(lengths.sum()), "time_s": time.perf_counter() - start}
-        return {**flat, **evaluation_views(flat)}
+                "timesteps_this_iter": int(lengths.sum()), "time_s": time.perf_counter() - start,
+                **result_of(records, returns, lengths, cfg.keep_per_episode_custom_metrics)}
+        evaluation = {**flat, **evaluation_views(flat)}
+        self.hooks("on_evaluate_end", algorithm=self, evaluation_metrics=evaluation)
+        return evaluation
 
     @torch.inference_mode()
     def compute_single_action(self, obs: Any, explore: bool = False) -> Any:
@@ -552,6 +583,8 @@ class Algorithm(ABC):
         self.num_env_errors = faults.get("num_env_errors", 0)
         self.num_skipped_updates = faults.get("num_skipped_updates", 0)
         self.load_extra_state(tensors, state.get("extra", {}))
+        if self.is_driver:
+            self.hooks("on_checkpoint_loaded", algorithm=self)
 
     @classmethod
     def from_checkpoint(cls, path: str | Path, *, to_play: bool = False, **overrides: Any) -> Algorithm:

@@ -18,6 +18,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
+from volley.callbacks import callbacks_name
 from volley.coercion import coerce, type_name
 from volley.errors import ConfigError, did_you_mean, shown
 from volley.rllib_compat import env_name, rllib_key
@@ -195,7 +196,10 @@ class AlgorithmConfig:
         "iterations, so only False is accepted")
 
     metrics_num_episodes_for_smoothing: int = option(
-        100, "reporting", "episodes averaged in episode_reward_mean")
+        100, "reporting", "episodes averaged in episode_reward_mean (and in custom_metrics)")
+    keep_per_episode_custom_metrics: bool = option(
+        False, "reporting", "custom_metrics holds each key's per-episode values instead of their "
+        "_mean, _min and _max")
     min_sample_timesteps_per_iteration: int = option(
         0, "reporting", "train() repeats its training step until this many environment steps were "
         "sampled (the result has the last step's learner statistics)")
@@ -217,6 +221,10 @@ class AlgorithmConfig:
     max_consecutive_skips: int = option(
         10, "fault_tolerance", "updates in a row skipped for a non-finite loss or gradient "
         "before the run stops with a TrainingError")
+
+    callbacks_class: str | list[str] | None = option(
+        None, "callbacks", "a volley.DefaultCallbacks subclass (RLlib's hooks: custom metrics, ...), or "
+        "a list of them; kept as 'module:QualName', found again in a process that has the class")
 
     # -- builder sugar (RLlib's methods; every key in docs/rllib.md) ----------------------------
 
@@ -288,9 +296,12 @@ class AlgorithmConfig:
         """Refused, naming the key: volley trains one policy on single-agent environments."""
         return self._update_group("multi_agent", kwargs)
 
-    def callbacks(self, callbacks_class: Any = None, **kwargs: Any) -> typing.Self:
-        """Refused, naming the key: volley has no callbacks."""
-        return self._update_group("callbacks", {"callbacks_class": callbacks_class, **kwargs})
+    def callbacks(self, callbacks_class: Any = ..., **kwargs: Any) -> typing.Self:
+        """Set ``callbacks_class``: a ``DefaultCallbacks`` subclass (or a list of them) whose hooks
+        run with the episodes and the training (None: no callbacks)."""
+        if callbacks_class is not ...:  # not given: other keys only (RLlib's on_...=function ones)
+            kwargs["callbacks_class"] = callbacks_class
+        return self._update_group("callbacks", kwargs)
 
     def offline_data(self, **kwargs: Any) -> typing.Self:
         """Refused, naming the key: volley learns from the environments it steps."""
@@ -357,6 +368,9 @@ class AlgorithmConfig:
             value = self._merge_model(value)
         elif name == "env" and not isinstance(value, str):
             value = env_name(value)
+        elif name == "callbacks_class" and value is not None and not isinstance(value, str) and not (
+                isinstance(value, list) and all(isinstance(item, str) for item in value)):
+            value = callbacks_name(value)
         setattr(self, name, coerce(label, value, hint))
 
     def _merge_model(self, value: Any) -> ModelConfig:
@@ -392,9 +406,10 @@ class AlgorithmConfig:
 
     def to_play(self) -> dict[str, Any]:
         """The keys that host a trained policy in as few processes as possible, to play
-        episodes with it (``volley evaluate``): in this process, no workers."""
+        episodes with it (``volley evaluate``): in this process, no workers, and no callbacks
+        (their class may be in the script that trained, not in the process that plays)."""
         return {"engine": "local", "num_workers": 0, "mpi_mode": "gather", "ray_address": None,
-                "evaluation_num_workers": 0, "evaluation_interval": None}
+                "evaluation_num_workers": 0, "evaluation_interval": None, "callbacks_class": None}
 
     def plan(self, num_workers: int | None = None) -> RolloutPlan:
         """The sizes of a run, resolved once by the driver (workers get the numbers, never ``"auto"``).

@@ -221,7 +221,9 @@ class GuardedVectorEnv(gym.vector.VectorEnv):
     an episode end only resets that environment, reward 0), without the per-step merging
     of every sub-environment's info dict: the only info a worker reads is which
     environment failed (``info[ERROR_INFO]`` and its mask). For one MuJoCo environment
-    that merging and its bookkeeping cost about as much as the physics step.
+    that merging and its bookkeeping cost about as much as the physics step. Each
+    environment's own info of the latest step or reset is in :attr:`sub_infos` (for the
+    callbacks' ``episode.last_info_for()``).
     """
 
     def __init__(self, make: Callable[[], gym.Env], num_envs: int) -> None:
@@ -236,6 +238,7 @@ class GuardedVectorEnv(gym.vector.VectorEnv):
         self.render_mode = first.render_mode
         self._autoreset = np.zeros(num_envs, bool)
         self._last_obs: list[Any] = [None] * num_envs  # what a reset_mask leaves in place
+        self.sub_infos: list[dict] = [{} for _ in range(num_envs)]
         self._box = isinstance(first.observation_space, gym.spaces.Box)
 
     def _stack(self, observations: list[Any]) -> Any:
@@ -259,33 +262,36 @@ class GuardedVectorEnv(gym.vector.VectorEnv):
                                                      for i in range(self.num_envs)]
         mask = (options or {}).get("reset_mask")
         env_options = {k: v for k, v in (options or {}).items() if k != "reset_mask"} or None
-        observations, failed = [], []
+        observations, failed, infos = [], [], list(self.sub_infos)
         for i, env in enumerate(self.envs):
             if mask is None or mask[i]:
                 obs, info = env.reset(seed=seeds[i], options=env_options)
                 self._autoreset[i] = False
                 self._last_obs[i] = obs
+                infos[i] = info
             else:
                 obs, info = self._last_obs[i], {}
             observations.append(obs)
             if ERROR_INFO in info:
                 failed.append(i)
+        self.sub_infos = infos
         return self._stack(observations), self._errors(failed, self.num_envs)
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
         rewards = np.zeros(self.num_envs, np.float32)  # what the worker keeps: no conversion a step
         terminated = np.zeros(self.num_envs, bool)
         truncated = np.zeros(self.num_envs, bool)
-        observations, failed = [], []
+        observations, failed, infos = [], [], []
         for i, env in enumerate(self.envs):
             if self._autoreset[i]:
                 obs, info = env.reset()
             else:
                 obs, rewards[i], terminated[i], truncated[i], info = env.step(actions[i])
             observations.append(obs)
+            infos.append(info)
             if ERROR_INFO in info:
                 failed.append(i)
-        self._last_obs = observations
+        self._last_obs, self.sub_infos = observations, infos
         self._autoreset = terminated | truncated
         return self._stack(observations), rewards, terminated, truncated, self._errors(failed, self.num_envs)
 

@@ -195,9 +195,18 @@ DQN, APEX, PPO = ("dqn",), ("apex_dqn",), ("ppo",)
 ONE_LEARNER = ("volley trains one learner, in this process; for data-parallel learners use "
                "engine='mpi' with mpi_mode='allreduce' (PPO, PG)")
 ONE_POLICY = "volley trains one policy on single-agent Gymnasium environments"
-NO_CALLBACKS = ("volley has no callbacks: read what you need from the dict train() returns, or wrap "
-                "the environment (gymnasium.Wrapper)")
+NO_CALLBACKS = ("volley takes RLlib's hooks as methods of a DefaultCallbacks subclass (from volley import "
+                "DefaultCallbacks), given as callbacks_class, not as functions")
+
+
+def _callbacks_class(value: Any) -> dict[str, Any]:
+    """RLlib's ``callbacks`` (what its ``to_dict()`` holds) as ``callbacks_class``; RLlib's own
+    DefaultCallbacks, its default, calls no hook: volley's None."""
+    return {"callbacks_class": None if value in rllib_defaults("callbacks") else value}
+
+
 ONLY_LSTM = "only used with use_lstm or use_attention, which volley refuses"
+# RLlib's newer callbacks(on_...=function) arguments (the new stack's hooks)
 CALLBACKS = ("on_algorithm_init", "on_train_result", "on_evaluate_start", "on_evaluate_end",
              "on_episode_created", "on_episode_start", "on_episode_step", "on_episode_end",
              "on_sample_end", "on_environment_created", "on_checkpoint_loaded")
@@ -297,8 +306,7 @@ RLLIB_KEYS: list[RLlibKey] = [
     renamed("timesteps_per_iteration", "min_sample_timesteps_per_iteration", "reporting", example=1000),
     refused("min_train_timesteps_per_iteration", ("reporting",), "an iteration trains on what it "
             "sampled; use min_sample_timesteps_per_iteration", allowed=(0, None), example=1000),
-    refused("keep_per_episode_custom_metrics", ("reporting",), "volley has no custom metrics (no "
-            "callbacks); per-episode returns are in episode_returns_this_iter"),
+    same("keep_per_episode_custom_metrics", "reporting", example=True),
     accepted("metrics_episode_collection_timeout_s", ("reporting",), "volley collects episode statistics "
              "with every sample, without a timeout", example=60.0),
     # evaluation()
@@ -442,10 +450,13 @@ RLLIB_KEYS: list[RLlibKey] = [
             example="fn"),
     refused("policies_to_train", ("multi_agent",), ONE_POLICY, allowed=(None,), example=["p0"]),
     refused("count_steps_by", ("multi_agent",), ONE_POLICY, allowed=("env_steps",), example="agent_steps"),
-    refused("callbacks_class", ("callbacks",), NO_CALLBACKS, allowed=(None,), example="cls"),
+    same("callbacks_class", "callbacks", example="volley.callbacks:DefaultCallbacks",
+         note=" (a DefaultCallbacks subclass, or a list of them; RLlib's old stack's hooks: see "
+         "docs/extending.md)"),
     *[refused(name, ("callbacks",), NO_CALLBACKS, allowed=(None,), example="fn") for name in CALLBACKS],
     # what RLlib's to_dict() holds for them: the callbacks class, and the new stack's functions
-    refused("callbacks", ("callbacks",), NO_CALLBACKS, allowed=(None, *rllib_defaults("callbacks")), example="cls"),
+    translated("callbacks", ("callbacks",), _callbacks_class, ("callbacks_class",),
+               "`callbacks_class` (RLlib's own DefaultCallbacks: none)", example="volley.callbacks:DefaultCallbacks"),
     *[refused(f"callbacks_{name}", ("callbacks",), NO_CALLBACKS, allowed=(None,), example="fn")
       for name in (*CALLBACKS, "on_env_runners_recreated", "on_evaluate_offline_start", "on_evaluate_offline_end",
                    "on_offline_eval_runners_recreated")],
@@ -544,9 +555,15 @@ def env_name(env: Any) -> str:
     if not callable(env):
         raise ConfigError(f"config key 'env' must be a Gymnasium id, a name given to register_env, a "
                           f"gymnasium.Env subclass or a creator function, got {shown(env)}")
-    base = f"{getattr(env, '__module__', None) or '__main__'}:{getattr(env, '__qualname__', type(env).__name__)}"
+    return unique_name(env, _ENV_OBJECTS)
+
+
+def unique_name(obj: Any, registry: dict[str, Any]) -> str:
+    """``"module:QualName"`` of a class or function, filed under that name in ``registry``; a
+    second, different object with the same name gets ``"#2"`` added (``"#3"``, ...)."""
+    base = f"{getattr(obj, '__module__', None) or '__main__'}:{getattr(obj, '__qualname__', type(obj).__name__)}"
     name, copies = base, 1
-    while _ENV_OBJECTS.setdefault(name, env) is not env:
+    while registry.setdefault(name, obj) is not obj:
         copies += 1
         name = f"{base}#{copies}"
     return name

@@ -33,8 +33,9 @@ from ray import tune
 
 from volley.algorithm import Algorithm
 from volley.algorithms import ALGORITHMS, RLLIB_NAMES, get_config_class
+from volley.callbacks import DefaultCallbacks, classes_named, remember
 from volley.config import AlgorithmConfig
-from volley.engines.ray_engine import as_trial, trial_resources
+from volley.engines.ray_engine import as_trial, ship_by_value, trial_resources
 from volley.errors import ConfigError
 from volley.logging import ResultLogger
 
@@ -46,10 +47,13 @@ class VolleyTrainable(tune.Trainable):
 
     base_config: ClassVar[dict[str, Any]]
     config_class: ClassVar[type[AlgorithmConfig]]
+    # the callbacks classes base_config names: they travel with this class to the trial's process
+    callbacks_classes: ClassVar[dict[str, type[DefaultCallbacks]]] = {}
 
     @classmethod
     def algorithm_config(cls, params: dict[str, Any]) -> AlgorithmConfig:
         """The base config with a trial's ``params`` (config keys) applied, as a trial runs it."""
+        remember(cls.callbacks_classes)
         return as_trial(cls.config_class.from_dict(cls.base_config).update(**params))
 
     @classmethod
@@ -93,8 +97,11 @@ def trainable(algo: str | type[Algorithm] | AlgorithmConfig) -> type[VolleyTrain
     else:
         base = get_config_class(algo)() if isinstance(algo, str) else algo.copy()
     name = f"Volley{type(base).__name__.removesuffix('Config')}"
-    return type(name, (VolleyTrainable,), {"base_config": base.to_dict(),
-                                           "config_class": type(base)})
+    callbacks = classes_named(base.callbacks_class)
+    for cls in callbacks.values():
+        ship_by_value(cls)  # a class of a script or test goes to the trial's process by value
+    return type(name, (VolleyTrainable,), {"base_config": base.to_dict(), "config_class": type(base),
+                                           "callbacks_classes": callbacks})
 
 
 def register_rllib_names() -> None:

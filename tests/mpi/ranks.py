@@ -11,6 +11,10 @@
                           restores it and trains 2 more; prints where it resumed and the
                           largest weight difference between the replicas
     train_on_rank_1       rank 1 calls train() instead of serving rank 0
+    callbacks             2 iterations with custom metrics in gather mode, then in allreduce mode;
+                          rank 0 prints each last result's custom_metrics, hist_stats and
+                          episode_len_mean as a JSON line
+    callback_fails_on_rank_1  a callbacks hook that raises on rank 1 only
 
 Each is written the way a user's script is: install the rank hooks first, then build on
 every rank; rank 0 (``algo.is_driver``) trains and the others serve it.
@@ -18,6 +22,7 @@ every rank; rank 0 (``algo.is_driver``) trains and the others serve it.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -25,7 +30,7 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 
-from volley import PPOConfig, register_env
+from volley import DefaultCallbacks, PPOConfig, register_env
 from volley.engines.mpi_engine import install_rank_hooks
 from volley.run import Stop, train_until
 
@@ -111,6 +116,38 @@ def fail_on_rank_1() -> None:
         train_until(algo, Stop(iterations=3))
 
 
+class EpisodeLengths(DefaultCallbacks):
+    """Each episode's length and rank, set on the rank that played it."""
+
+    def on_episode_end(self, *, worker, base_env, policies, episode, env_index, **kwargs):
+        episode.custom_metrics["length"] = episode.length
+        episode.custom_metrics["rank"] = worker.worker_index
+        episode.hist_data["lengths"] = [episode.length]
+
+
+def callbacks() -> None:
+    for mode in ("gather", "allreduce"):
+        with ppo(mpi_mode=mode).callbacks(EpisodeLengths).build() as algo:
+            if not algo.is_driver:
+                algo.serve_forever()
+                continue
+            for _ in range(2):
+                result = algo.train()
+            keys = ("custom_metrics", "hist_stats", "episode_len_mean")
+            print(json.dumps({"mode": mode, **{key: result[key] for key in keys}}), flush=True)
+
+
+class FailsOnRank1(DefaultCallbacks):
+    def on_episode_step(self, *, worker, episode, **kwargs):
+        if worker.worker_index == 1 and episode.length == 5:
+            raise RuntimeError("rank 1 says no")
+
+
+def callback_fails_on_rank_1() -> None:
+    with ppo().callbacks(FailsOnRank1).build() as algo:
+        train_until(algo, Stop(iterations=3))
+
+
 def train_until_on_every_rank(run_dir: str) -> None:
     with ppo().build() as algo:
         outcome = train_until(algo, Stop(iterations=2), Path(run_dir), tensorboard=False)
@@ -127,4 +164,5 @@ if __name__ == "__main__":
     {"first_batch": first_batch, "allreduce": allreduce, "kl_penalty": kl_penalty,
      "fail_on_rank_1": fail_on_rank_1, "train_until": train_until_on_every_rank,
      "resume_allreduce": resume_allreduce,
-     "train_on_rank_1": train_on_rank_1}[sys.argv[1]](*sys.argv[2:])
+     "train_on_rank_1": train_on_rank_1, "callbacks": callbacks,
+     "callback_fails_on_rank_1": callback_fails_on_rank_1}[sys.argv[1]](*sys.argv[2:])

@@ -125,6 +125,23 @@ def test_an_exception_on_rank_1_ends_the_job_naming_rank_1():
                                "env_config {}: RuntimeError: this environment cannot start here")
 
 
+def test_custom_metrics_of_every_rank_reach_rank_0_in_both_modes():
+    out = mpiexec("callbacks")
+    assert out.returncode == 0, out.stderr[-3000:]
+    results = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    assert [result["mode"] for result in results] == ["gather", "allreduce"]
+    for result in results:
+        metrics, hist = result["custom_metrics"], result["hist_stats"]
+        assert metrics["length_mean"] == pytest.approx(result["episode_len_mean"])
+        assert (metrics["rank_min"], metrics["rank_max"]) == (0, 1)
+        assert hist["lengths"] == hist["episode_lengths"]
+
+
+def test_a_callbacks_hook_that_raises_on_rank_1_ends_the_job_naming_it():
+    assert_rank_1_ends_the_job("callback_fails_on_rank_1", "CallbackError: FailsOnRank1.on_episode_step "
+                               "raised RuntimeError in rollout worker 1: rank 1 says no")
+
+
 def test_train_until_serves_rank_0_from_the_other_ranks(tmp_path):
     out = mpiexec("train_until", str(tmp_path))
     assert out.returncode == 0, out.stderr[-3000:]

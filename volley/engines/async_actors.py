@@ -40,7 +40,7 @@ import ray
 
 from volley.engines.actor_manager import ActorManager, ManagedWorkers, RestartCount, RestartPolicy
 from volley.engines.base import ActorReport, AsyncSpec, AsyncWorkerGroup, WorkerRecipe
-from volley.engines.ray_engine import init_ray, placement, ship_by_value, shutdown_ray
+from volley.engines.ray_engine import init_ray, placement, ship_recipe, shutdown_ray
 from volley.replay import Prioritization, PrioritizedReplayBuffer, make_replay_buffer
 from volley.rollout.batch import Batch
 from volley.rollout.worker import SampleResult
@@ -132,7 +132,8 @@ class ActingWorker:
         self._push_done()  # the steps reported are in a shard (unless it died)
         return SampleResult(Batch(), np.concatenate([r.episode_returns for r in results]),
                             np.concatenate([r.episode_lengths for r in results]), None,
-                            sum(r.env_steps for r in results)), self.version
+                            sum(r.env_steps for r in results),
+                            episode_metrics=[m for r in results for m in r.episode_metrics]), self.version
 
     def _push(self, shards: list[Any], rows: Batch, priorities: np.ndarray | None) -> None:
         """One chunk to the next live shard; at most one push in flight, so a slow shard holds us back."""
@@ -169,7 +170,7 @@ class RayAsyncWorkerGroup(ManagedWorkers, AsyncWorkerGroup):
         self.idle: list[int] = []  # run() calls each worker could have queued but has not
         try:
             strategy = placement(config, self.num_workers)
-            ship_by_value(recipe.env_creator)
+            ship_recipe(recipe)
             policy = RestartPolicy.of(config)
             # The server and shards only answer calls: they reserve no CPU, so every CPU can act.
             self.parameter_server: Any = ray.remote(num_cpus=0)(ParameterServer).remote()

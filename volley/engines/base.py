@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import gymnasium as gym
 import numpy as np
 
+from volley.callbacks import DefaultCallbacks, callbacks_class_of
 from volley.config import AlgorithmConfig, RolloutPlan
 from volley.envs import EnvCreator
 from volley.replay import Prioritization
@@ -39,18 +40,27 @@ class Replica(Protocol):
 
 @dataclass(frozen=True)
 class WorkerRecipe:
-    """How each rollout worker of a group is built, with the sizes the driver resolved."""
+    """How each rollout worker of a group is built, with the sizes the driver resolved.
+
+    The callbacks class travels with it as the environment creator does: the class itself,
+    found where the recipe is made (a Ray worker's process has not seen the name registered)."""
 
     config: AlgorithmConfig
     plan: RolloutPlan
     postprocess: Postprocess
     env_creator: EnvCreator | None
     seed_offset: int = 0  # added to every environment index (evaluation workers have their own)
+    callbacks_class: type[DefaultCallbacks] | None = None  # default: the class the config names
+
+    def __post_init__(self) -> None:
+        if self.callbacks_class is None:
+            object.__setattr__(self, "callbacks_class", callbacks_class_of(self.config.callbacks_class))
 
     def build(self, index: int, slot: int | None = None) -> RolloutWorker:
         """Worker ``index``; ``slot`` (default ``index``) picks its environments' seeds."""
         return RolloutWorker(self.config, index, self.postprocess, self.env_creator,
-                             seed_offset=self.seed_offset, plan=self.plan, slot=slot)
+                             seed_offset=self.seed_offset, plan=self.plan, slot=slot,
+                             callbacks_class=self.callbacks_class)
 
 
 class WorkerGroup(ABC):

@@ -37,8 +37,9 @@ from volley.envs import EnvCreator
 from volley.errors import ConfigError
 
 
-def ship_by_value(env_creator: EnvCreator | None) -> None:
-    """Send a registered creator's module to the workers by value unless it is installed.
+def ship_by_value(env_creator: EnvCreator | type | None) -> None:
+    """Send a registered creator's (or a callbacks class's) module to the workers by value
+    unless it is installed.
 
     A creator defined in a script, a test file or a notebook helper module is not
     importable by Ray's worker processes; pickling its module by value makes
@@ -51,6 +52,28 @@ def ship_by_value(env_creator: EnvCreator | None) -> None:
     installed = any(part in Path(path).parts for part in ("site-packages", "dist-packages"))
     if not installed and not module.__name__.startswith("volley"):
         ray.cloudpickle.register_pickle_by_value(module)
+
+
+def ship_recipe(recipe: WorkerRecipe) -> None:
+    """Make what a recipe carries travel to Ray's workers: its creator and callbacks classes by
+    value where the workers could not import them, and a ConfigError naming a callbacks class
+    that cannot be pickled at all (before any actor starts)."""
+    ship_by_value(recipe.env_creator)
+    callbacks = recipe.callbacks_class
+    if callbacks is None:
+        return
+    classes = [callbacks]
+    while classes:
+        cls = classes.pop()
+        ship_by_value(cls)
+        classes += vars(cls).get("callback_classes", [])
+    try:
+        ray.cloudpickle.dumps(callbacks)
+    except Exception as exc:
+        raise ConfigError(f"callbacks class '{callbacks.__module__}:{callbacks.__qualname__}' cannot be sent "
+                          f"to the Ray workers: pickling it failed with {type(exc).__name__}: {exc}; make "
+                          "what cannot be pickled (a lock, an open file, a client) in __init__, not in the "
+                          "class or the module it reads") from None
 
 
 PROBE_TIMEOUT_S = 5.0
@@ -186,7 +209,7 @@ class RayWorkerGroup(ManagedWorkers, WorkerGroup):
         self.num_workers = recipe.plan.num_workers
         try:
             strategy = placement(config, self.num_workers, reserved_cpus)
-            ship_by_value(recipe.env_creator)
+            ship_recipe(recipe)
             self.manager = ActorManager("rollout worker", lambda index, slot: (recipe.build, (index, slot)),
                                         self.num_workers, RestartPolicy.of(config),
                                         config.num_cpus_per_worker, strategy)

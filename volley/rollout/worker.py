@@ -25,13 +25,14 @@ EnvError naming the environment id, the worker, the env index and the cause.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
 
 from volley.acting import Acting, NumpyActor, ObsPreprocessor
+from volley.callbacks import EPISODE_HOOKS, DefaultCallbacks, EpisodeRecord, Hooks
 from volley.config import AlgorithmConfig, RolloutPlan
 from volley.envs import (
     ERROR_INFO,
@@ -45,6 +46,7 @@ from volley.envs import (
 )
 from volley.errors import EnvError, VolleyError
 from volley.rollout.batch import Batch
+from volley.rollout.episodes import EpisodeTracker, sub_environments_created
 from volley.rollout.filters import FilterStats, RewardNormalizer, make_filter
 
 if TYPE_CHECKING:
@@ -67,6 +69,8 @@ class SampleResult:
     filter_delta: FilterStats | None  # observation and reward statistics gathered since the last sync
     env_steps: int  # valid steps taken (the batch's rows, before any were dropped)
     env_errors: int = 0  # environments that failed and were recreated during this sample
+    # each completed episode's (custom_metrics, hist_data), where the callbacks use episode hooks
+    episode_metrics: list[EpisodeRecord] = field(default_factory=list)
 
 
 class EnvStreams:
@@ -110,13 +114,17 @@ class RolloutWorker:
     def __init__(self, config: AlgorithmConfig, worker_index: int, postprocess: Postprocess,
                  env_creator: EnvCreator | None = None, num_envs: int | None = None,
                  seed_offset: int = 0, render_mode: str | None = None, *, plan: RolloutPlan,
-                 slot: int | None = None) -> None:
+                 slot: int | None = None, callbacks_class: type[DefaultCallbacks] | None = None) -> None:
         """``plan`` holds the sizes the driver resolved (never resolved again here). ``slot`` is
         this worker's place among all workers ever created (default ``worker_index``): a
         replacement gets a new one, so its environments ``slot·N … slot·N + N − 1`` take seeds
-        no other environment had."""
+        no other environment had. ``callbacks_class`` is the one ``config`` names (found in
+        this process when not given)."""
         self.config = config
         self.worker_index = worker_index
+        self.num_workers = plan.num_workers
+        kind = "rollout" if seed_offset == 0 else "evaluation"
+        self.hooks = Hooks.of(config.callbacks_class, f" in {kind} worker {worker_index}", callbacks_class)
         self.postprocess = postprocess
         self.num_envs = num_envs or plan.num_envs_per_worker
         self.fragment_length = plan.fragment_length
@@ -149,6 +157,10 @@ class RolloutWorker:
         self._step_count = 0
         self._failed_at = np.full(self.num_envs, -2)  # the step each env last failed at
         self._failures_in_a_row = np.zeros(self.num_envs, np.int64)
+        # decided once: without an episode hook to call, the step loop never follows episodes
+        self.episodes = EpisodeTracker(self, self.hooks) if self.hooks.uses(*EPISODE_HOOKS) else None
+        if self.hooks.uses("on_sub_environment_created"):
+            sub_environments_created(self)
 
     def _make_env(self) -> gym.vector.VectorEnv:
         return make_vector_env(self.config.env, self.num_envs, env_config=self.config.env_config,
@@ -198,6 +210,8 @@ class RolloutWorker:
     def _reset(self) -> None:
         """Start fresh episodes in every env; seeded by global env index on the first call only,
         so later resets continue each env's random stream instead of replaying it."""
+        if self.episodes is not None:
+            self.episodes.before_reset()
         if self._seeded:
             raw, infos = self.env.reset()
         else:
@@ -209,6 +223,8 @@ class RolloutWorker:
         self._autoreset[:] = False
         self._episode_return[:] = 0.0
         self._episode_length[:] = 0
+        if self.episodes is not None:
+            self.episodes.reset(raw, self._obs, infos)
 
     def _training_rewards(self, rewards: np.ndarray, valid: np.ndarray, ended: np.ndarray,
                           training: bool) -> np.ndarray:
@@ -239,7 +255,7 @@ class RolloutWorker:
             raise
         except Exception as exc:  # from a native vector env; GuardedEnv keeps sub-env errors in
             vector_error = exc
-            next_obs, rewards, infos = self._obs, np.zeros(self.num_envs), {}
+            raw, next_obs, rewards, infos = None, self._obs, np.zeros(self.num_envs), {}
             terminated = truncated = np.zeros(self.num_envs, bool)
         valid = ~self._autoreset
         rewards = np.asarray(rewards, np.float32)
@@ -255,6 +271,9 @@ class RolloutWorker:
         ended = np.logical_or(terminated, truncated)
         self._autoreset = ended if failed is None else ended & ~failed  # failed envs were reset already
         self._obs = next_obs
+        if self.episodes is not None:
+            self.episodes.step(raw, next_obs, infos, actions_np, rewards, terminated, truncated, valid,
+                               self._autoreset)
         return {"obs": obs, "actions": actions_np, "dist_inputs": dist_inputs, "values": values,
                 "rewards": self._training_rewards(rewards, valid, ended, training),
                 "terminated": terminated, "truncated": truncated, "valid": valid}, failed
@@ -326,18 +345,27 @@ class RolloutWorker:
         if again is not None:
             raise EnvError(f"{cause}; its replacement failed too: "
                            f"{self._describe(int(np.flatnonzero(again)[0]), None, None)}")
+        if self.hooks.uses("on_sub_environment_created"):
+            sub_environments_created(self, np.flatnonzero(failed).tolist())
+        if self.episodes is not None:
+            self.episodes.recovered(failed, raw, fresh, infos)
         self._episode_return[failed] = 0.0
         self._episode_length[failed] = 0
         return np.where(failed.reshape(-1, *[1] * (obs.ndim - 1)), fresh, obs), failed
 
-    def _finish_episodes(self, done: np.ndarray, returns: list[float], lengths: list[int]) -> None:
-        returns.extend(self._episode_return[done].tolist())
-        lengths.extend(self._episode_length[done].tolist())
-        self._episode_return[done] = 0.0
-        self._episode_length[done] = 0
+    def _finish_episodes(self, counted: np.ndarray, returns: list[float], lengths: list[int],
+                         records: list[EpisodeRecord]) -> None:
+        """Count the episodes ``counted`` (of those that ended on the latest step); start the
+        counters of every one that ended again from 0."""
+        returns.extend(self._episode_return[counted].tolist())
+        lengths.extend(self._episode_length[counted].tolist())
+        if self.episodes is not None:
+            records.extend(self.episodes.finish(counted))
+        self._episode_return[self._autoreset] = 0.0
+        self._episode_length[self._autoreset] = 0
 
     def _rollout(self, complete_episodes: bool, min_episodes: int | None = None
-                 ) -> tuple[dict[str, np.ndarray], list, list]:
+                 ) -> tuple[dict[str, np.ndarray], list, list, list]:
         """Step until the fragment is full (or ``min_episodes`` have ended); columns ``[T, N, ...]``."""
         complete_episodes = complete_episodes or min_episodes is not None
         if self._obs is None or complete_episodes:
@@ -346,6 +374,7 @@ class RolloutWorker:
         steps: list[dict[str, np.ndarray]] = []
         returns: list[float] = []
         lengths: list[int] = []
+        records: list[EpisodeRecord] = []
         collected = 0
         pending = np.zeros(self.num_envs, np.int64)  # steps of the unfinished episode, per env
         episode_start = np.zeros(self.num_envs, np.int64)  # where in `steps` it began, per env
@@ -362,7 +391,7 @@ class RolloutWorker:
             ended = np.count_nonzero(done) > 0  # on most steps none did, and the lines below have nothing to do
             if ended:
                 episode_start[done] = len(steps)
-                self._finish_episodes(done, returns, lengths)
+                self._finish_episodes(done, returns, lengths, records)
             if complete_episodes:
                 pending += step["valid"]
                 if ended:
@@ -393,7 +422,7 @@ class RolloutWorker:
         if complete_episodes:  # drop steps of episodes still running at the end
             ends = columns["terminated"] | columns["truncated"]
             columns["valid"] &= np.flip(np.logical_or.accumulate(np.flip(ends, 0), axis=0), 0)
-        return columns, returns, lengths
+        return columns, returns, lengths, records
 
     def _load(self, weights: np.ndarray, filters: FilterStats | None) -> None:
         """Take the learner's weights and the merged filter statistics."""
@@ -421,12 +450,18 @@ class RolloutWorker:
         self._load(weights, filters)
         complete = self.config.batch_mode == "complete_episodes"
         errors_before = self.num_env_errors
-        columns, returns, lengths = self._rollout(complete, num_episodes)
+        if self.episodes is not None:
+            self.episodes.new_fragment()
+        columns, returns, lengths, records = self._rollout(complete, num_episodes)
+        ends = columns["terminated"] | columns["truncated"] if self.hooks.uses("on_postprocess_trajectory") else None
         columns = self.postprocess(columns, self.config)
         valid = columns.pop("valid").T  # [N, T]: env-major keeps each episode contiguous
         batch = Batch({key: np.swapaxes(value, 0, 1)[valid] for key, value in columns.items()})
+        if ends is not None and self.episodes is not None:
+            self.episodes.trajectories(batch, valid, ends.T)
+        self.hooks("on_sample_end", worker=self, samples=batch)
         return SampleResult(batch, np.asarray(returns, np.float32), np.asarray(lengths, np.int64),
-                            self._pop_filter_delta(), len(batch), self.num_env_errors - errors_before)
+                            self._pop_filter_delta(), len(batch), self.num_env_errors - errors_before, records)
 
     def sample_and_apply(self, weights: np.ndarray, filter_stats: FilterStats | None,
                          fn: Callable[[Policy, Batch, AlgorithmConfig], Any],
@@ -443,8 +478,9 @@ class RolloutWorker:
 
     def evaluate(self, weights: np.ndarray, filters: FilterStats | None, num_episodes: int | None = None,
                  num_steps: int | None = None, before_step: Callable[[], None] | None = None
-                 ) -> tuple[np.ndarray, np.ndarray]:
-        """Play whole episodes and return their (raw) returns and lengths: ``num_episodes`` of
+                 ) -> tuple[np.ndarray, np.ndarray, list[EpisodeRecord]]:
+        """Play whole episodes and return their (raw) returns, lengths and custom-metric records
+        (empty unless the callbacks use episode hooks): ``num_episodes`` of
         them, or with ``num_steps`` as many as it takes to reach that many steps (the episodes
         running then are finished, so every step counted belongs to a whole episode).
 
@@ -464,18 +500,19 @@ class RolloutWorker:
             quota = np.full(self.num_envs, np.iinfo(np.int64).max // 2)
         returns: list[float] = []
         lengths: list[int] = []
+        records: list[EpisodeRecord] = []
         while quota.sum() > 0:
             if before_step is not None and not self._autoreset[0] and quota[0] > 0:
                 before_step()
             self._step_all(training=False, explore=self.config.explore)
             done = self._autoreset & (quota > 0)
-            self._finish_episodes(done, returns, lengths)
+            self._finish_episodes(done, returns, lengths, records)
             quota -= done
             if num_steps is not None and sum(lengths) + self._episode_length[quota > 0].sum() >= num_steps:
                 quota = np.where((quota > 0) & ~self._autoreset, 1, 0)  # finish what runs, start none
                 num_steps = None
         self._obs = None  # the next sample() starts from fresh episodes
-        return np.asarray(returns), np.asarray(lengths)
+        return np.asarray(returns), np.asarray(lengths), records
 
 
 def _finite(values: np.ndarray) -> bool:
