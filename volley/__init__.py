@@ -26,13 +26,16 @@ if TYPE_CHECKING:
         PPOConfig,
         TRPOConfig,
     )
+    from volley.catalog import ModelCatalog
     from volley.config import AlgorithmConfig, ModelConfig
     from volley.envs import register_env
     from volley.errors import CheckpointError, ConfigError, EnvError, VolleyError
+    from volley.modelv2 import FullyConnectedNetwork, TorchModelV2
 
 _HOMES = {
     "Algorithm": "volley.algorithm", "AlgorithmConfig": "volley.config", "ModelConfig": "volley.config",
-    "register_env": "volley.envs", **dict.fromkeys(["CheckpointError", "ConfigError", "EnvError",
+    "register_env": "volley.envs", "ModelCatalog": "volley.catalog", "TorchModelV2": "volley.modelv2",
+    "FullyConnectedNetwork": "volley.modelv2", **dict.fromkeys(["CheckpointError", "ConfigError", "EnvError",
                                                     "VolleyError"], "volley.errors"),
     **dict.fromkeys(["ApexDQN", "ApexDQNConfig", "DQN", "DQNConfig", "PG", "PGConfig", "PPO", "PPOConfig",
                      "TRPO", "TRPOConfig"], "volley.algorithms"),
@@ -47,4 +50,5 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["ApexDQN", "ApexDQNConfig", "DQN", "DQNConfig", "PG", "PGConfig", "PPO", "Algorithm", "AlgorithmConfig", "CheckpointError", "ConfigError", "EnvError",
-           "ModelConfig", "PPOConfig", "TRPO", "TRPOConfig", "VolleyError", "__version__", "register_env"]
+           "FullyConnectedNetwork", "ModelCatalog", "ModelConfig", "PPOConfig", "TRPO", "TRPOConfig", "TorchModelV2",
+           "VolleyError", "__version__", "register_env"]

@@ -30,15 +30,16 @@ def is_image_space(space: gym.Space) -> bool:
     return isinstance(space, gym.spaces.Box) and space.dtype == np.uint8 and len(space.shape) in (3, 4)
 
 
-def _flat_size(space: gym.Space) -> int:
+def flat_size(space: gym.Space) -> int:
+    """The width of a flattened observation of ``space`` (Discrete one-hot)."""
     if isinstance(space, gym.spaces.Discrete):
         return int(space.n)
     if isinstance(space, gym.spaces.Box):
         return int(np.prod(space.shape))
     if isinstance(space, gym.spaces.Dict):
-        return sum(_flat_size(s) for s in space.spaces.values())
+        return sum(flat_size(s) for s in space.spaces.values())
     if isinstance(space, gym.spaces.Tuple):
-        return sum(_flat_size(s) for s in space.spaces)
+        return sum(flat_size(s) for s in space.spaces)
     raise VolleyError(f"observation space {space} is not supported: volley takes Box, Discrete, "
                       "and Dict or Tuple of those")
 
@@ -69,7 +70,7 @@ class ObsPreprocessor:
     def __init__(self, space: gym.Space) -> None:
         self.space = space
         self.is_image = is_image_space(space)
-        self.shape: tuple[int, ...] = space.shape if self.is_image else (_flat_size(space),)  # type: ignore[assignment]
+        self.shape: tuple[int, ...] = space.shape if self.is_image else (flat_size(space),)  # type: ignore[assignment]
 
     def __call__(self, obs: object, n: int) -> np.ndarray:
         if self.is_image:
@@ -177,7 +178,8 @@ def _relu(x: np.ndarray) -> np.ndarray:
     return np.maximum(x, 0, out=x)
 
 
-ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {"tanh": np.tanh, "relu": _relu}
+ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray] | None] = {"tanh": np.tanh, "relu": _relu,
+                                                                      "linear": None}  # None: no call at all
 
 Layer = tuple[np.ndarray, np.ndarray] | Callable[[np.ndarray], np.ndarray]  # (Wᵀ, b) or an activation
 
@@ -195,10 +197,12 @@ class NumpyMLP:
         if not activation:
             return cls([(np.ascontiguousarray(weights[f"{prefix}.weight"].T), weights[f"{prefix}.bias"])])
         layers: list[Layer] = []
-        while f"{prefix}.{len(layers)}.weight" in weights:  # Linear, activation, Linear, ...
-            index = len(layers)
-            layers += [(np.ascontiguousarray(weights[f"{prefix}.{index}.weight"].T),
-                        weights[f"{prefix}.{index}.bias"]), ACTIVATIONS[activation]]
+        act = ACTIVATIONS[activation]
+        index = 0
+        while f"{prefix}.{index}.weight" in weights:  # Linear, activation, Linear, ...
+            layers.append((np.ascontiguousarray(weights[f"{prefix}.{index}.weight"].T), weights[f"{prefix}.{index}.bias"]))
+            layers += [act] if act is not None else []
+            index += 2
         return cls(layers)
 
     def __add__(self, other: NumpyMLP) -> NumpyMLP:
@@ -241,11 +245,14 @@ def _padded(layer: tuple[np.ndarray, np.ndarray], width: int) -> tuple[np.ndarra
     return padded_weight, padded_bias
 
 
+# A recurrent network's state for a batch of environments: one array [B, ...] per tensor of its
+# state; [] for a feed-forward network (every built-in one). See volley.models.Policy.
+State = list[np.ndarray]
 # actions [B, ...], the inputs of their distribution [B, ...] (logits, a Gaussian's mean,
-# Q-values), values [B]. Log-probabilities are not computed per step: a worker computes a
-# whole fragment's at once from the stacked inputs (:class:`Twin`'s ``log_prob``).
-Acting = tuple[np.ndarray, np.ndarray, np.ndarray]
-ActFn = Callable[[np.ndarray, RandomStreams, bool], Acting]
+# Q-values), values [B] and the state after this step. Log-probabilities are not computed per
+# step: a worker computes a whole fragment's at once from the stacked inputs (``log_prob``).
+Acting = tuple[np.ndarray, np.ndarray, np.ndarray, State]
+ActFn = Callable[[np.ndarray, State, RandomStreams, bool], Acting]  # (obs, state, streams, explore)
 LogProbFn = Callable[[np.ndarray, np.ndarray], np.ndarray]  # (distribution inputs, actions) -> log π(a)
 
 
@@ -272,12 +279,12 @@ def actor_critic_twin(weights: Mapping[str, np.ndarray], activation: str) -> Twi
     std = np.exp(log_std).astype(np.float32)
     log_norm = np.float32(-(log_std.sum() + 0.5 * len(log_std) * np.log(2 * np.pi)))
 
-    def act(obs: np.ndarray, streams: RandomStreams, explore: bool) -> Acting:
+    def act(obs: np.ndarray, state: State, streams: RandomStreams, explore: bool) -> Acting:
         both_out = both(obs)
         out, values = both_out[0], both_out[1, :, 0]
         if continuous:
-            return (out + std * streams.normal(len(std)) if explore else out), out, values
-        return (gumbel_max(out, streams) if explore else out.argmax(-1)), out, values
+            return (out + std * streams.normal(len(std)) if explore else out), out, values, state
+        return (gumbel_max(out, streams) if explore else out.argmax(-1)), out, values, state
 
     def log_prob(out: np.ndarray, actions: np.ndarray) -> np.ndarray:
         if not continuous:
@@ -295,13 +302,13 @@ def q_network_twin(weights: Mapping[str, np.ndarray], activation: str) -> Twin:
     value_head = NumpyMLP.of(weights, "value_head") if "value_head.weight" in weights else None
     epsilon = float(weights["epsilon"])
 
-    def act(obs: np.ndarray, streams: RandomStreams, explore: bool) -> Acting:
+    def act(obs: np.ndarray, state: State, streams: RandomStreams, explore: bool) -> Acting:
         features = body(obs)
         q = q_head(features)
         if value_head is not None:
             q = value_head(features) + q - q.mean(-1, keepdims=True)
         actions = gumbel_max(epsilon_greedy_logp(q, epsilon), streams) if explore else q.argmax(-1)
-        return actions, q, q.max(-1)
+        return actions, q, q.max(-1), state
 
     def log_prob(q: np.ndarray, actions: np.ndarray) -> np.ndarray:
         return pick(epsilon_greedy_logp(q, epsilon), actions)
@@ -329,10 +336,14 @@ class NumpyActor:
         weights = {name: flat[start:end].reshape(shape) for name, start, end, shape in self._slices}
         self._twin = self.build(weights, self.activation)
 
-    def act(self, obs: np.ndarray, streams: RandomStreams, explore: bool) -> Acting:
+    def initial_state(self) -> State:
+        """As :meth:`volley.models.Policy.initial_state`: an MLP has no recurrent state."""
+        return []
+
+    def act(self, obs: np.ndarray, state: State, streams: RandomStreams, explore: bool) -> Acting:
         """As :meth:`volley.models.Policy.act`."""
         assert self._twin is not None, "load() the weights before acting"
-        return self._twin.act(obs, streams, explore)
+        return self._twin.act(obs, state, streams, explore)
 
     def log_prob(self, dist_inputs: np.ndarray, actions: np.ndarray) -> np.ndarray:
         """Log-probabilities of ``actions`` ``[...]`` from the distribution inputs acting returned."""

@@ -23,6 +23,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from volley.catalog import build_policy
 from volley.checkpoint import (
     SavedCheckpoint,
     flatten_optimizer,
@@ -34,7 +35,7 @@ from volley.config import AlgorithmConfig
 from volley.engines import WorkerGroup, make_worker_group
 from volley.envs import EnvCreator, SingleEnv, check_env_id, env_actions, registered_creator
 from volley.errors import CheckpointError, ConfigError, TrainingError, did_you_mean
-from volley.models import ActorCritic, Policy, build_policy
+from volley.models import ActorCriticPolicy, Policy
 from volley.optim import Optimizer
 from volley.rllib_results import DEFAULT_POLICY, evaluation_views, training_views
 from volley.rollout.batch import Batch
@@ -52,7 +53,7 @@ class Algorithm(ABC):
     """Base of every algorithm; build one with ``SomeConfig(...).build()``."""
 
     config_class: ClassVar[type[AlgorithmConfig]]
-    policy: Policy  # subclasses name the kind they train (ActorCritic, QNetwork)
+    policy: Policy  # subclasses name the kind they train (ActorCriticPolicy, QNetwork)
     # True where every update goes through reduce_gradients(), so MPI allreduce mode works
     averages_gradients: ClassVar[bool] = False
 
@@ -87,6 +88,20 @@ class Algorithm(ABC):
         check_env_id(config.env)
         self.config = config
         self.workers = self.make_workers(registered_creator(config.env))
+        self.eval_workers: WorkerGroup | None = None
+        self._driver_worker: RolloutWorker | None = None
+        try:
+            self._set_up(config)
+        except BaseException:
+            # a model or setting found unfit once the workers exist (a custom model that cannot be
+            # built): end them. (Under MPI every rank fails alike, and rank 0's release would wait
+            # for ranks that are not serving.)
+            if config.engine != "mpi":
+                self.stop()
+            raise
+
+    def _set_up(self, config: AlgorithmConfig) -> None:
+        """The learner's side of :meth:`__init__`, once the workers exist."""
         self.device = torch.device("cuda" if config.num_gpus > 0 and self.workers.learns else "cpu")
         self.observation_space, self.action_space = self.workers.spaces()
         torch.manual_seed(config.seed)  # after local workers exist, so every engine inits alike
@@ -95,6 +110,7 @@ class Algorithm(ABC):
         torch.set_num_threads(1)
         self.preprocess, policy = build_policy(self.observation_space, self.action_space, config.model,
                                                config.network, config.head_hiddens)
+        check_trainable(policy, config)
         self.policy = policy.to(self.device)
         torch.set_num_threads(self.learner_threads())
         self.obs_filter = make_filter(config.observation_filter, self.preprocess.shape)
@@ -110,7 +126,6 @@ class Algorithm(ABC):
         self._returns_this_iter: list[float] = []
         self._recent_returns: deque[float] = deque(maxlen=config.metrics_num_episodes_for_smoothing)
         self._recent_lengths: deque[int] = deque(maxlen=config.metrics_num_episodes_for_smoothing)
-        self._driver_worker: RolloutWorker | None = None
         self._results_dir: Path | None = None  # where save() without a path writes
         self._next_sample: Callable[[], list[Any]] | None = None  # sample_ahead's batch in the making
         self._sample_time = 0.0
@@ -211,7 +226,7 @@ class Algorithm(ABC):
         self._sample_time += time.perf_counter() - start
         return Batch.concat([result.batch for result in results])
 
-    def sample_and_apply(self, fn: Callable[[ActorCritic, Batch, AlgorithmConfig], Any],
+    def sample_and_apply(self, fn: Callable[[ActorCriticPolicy, Batch, AlgorithmConfig], Any],
                          num_episodes: int | None = None) -> list[Any]:
         """Every worker samples and returns ``fn(policy, batch, config)`` instead of its batch."""
         pairs = self._call_workers("sample_and_apply", fn, self._per_worker(num_episodes))
@@ -420,7 +435,12 @@ class Algorithm(ABC):
         """The action for one observation (the most likely one unless ``explore``), as the
         environment receives it (``normalize_actions``, ``clip_actions``), as in RLlib."""
         processed = self.obs_filter(self.preprocess(_batch_of_one(obs), 1), update=False)
-        dist, _ = self.policy(torch.as_tensor(processed, device=self.device))
+        training = self.policy.training
+        self.policy.eval()  # acting: a custom model's dropout off, its batch-norm statistics fixed
+        try:
+            dist, _ = self.policy(torch.as_tensor(processed, device=self.device))
+        finally:
+            self.policy.train(training)
         if explore:
             if not hasattr(self, "_single_streams"):
                 self._single_streams = EnvStreams(self.config.seed, [EVAL_SEED_OFFSET - 1])
@@ -580,6 +600,14 @@ class Algorithm(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def check_trainable(policy: Policy, config: AlgorithmConfig) -> None:
+    """A ConfigError for a network volley's learners cannot train yet: a recurrent one (a custom
+    model whose ``get_initial_state()`` is not empty; sequences come with issue 34)."""
+    if policy.initial_state():
+        raise ConfigError(f"custom model {config.model.custom_model!r} is recurrent (get_initial_state() is "
+                          "not empty): volley's algorithms train feed-forward networks only so far")
 
 
 def _batch_of_one(obs: Any) -> Any:

@@ -157,17 +157,23 @@ def _rate(step: Any, steps_per_call: int, seconds: float) -> float:
     return calls * steps_per_call / elapsed
 
 
-def measure_sampler(env: str, num_envs: int, overrides: dict[str, Any], seconds: float = 5.0) -> SamplerRow:
-    """One :class:`SamplerRow`; each part runs for about ``seconds`` with torch on one thread."""
+def measure_sampler(env: str, num_envs: int, overrides: dict[str, Any], seconds: float = 5.0,
+                    custom_model: bool = False) -> SamplerRow:
+    """One :class:`SamplerRow`; each part runs for about ``seconds`` with torch on one thread. With
+    ``custom_model``, the policy is RLlib's ``FullyConnectedNetwork`` given as a custom model: the
+    built-in MLP's layers (64x64 tanh, separate policy and value bodies), acting in torch."""
     import torch
 
     from volley.algorithms.ppo import PPO, PPOConfig
-    from volley.models import build_policy
+    from volley.catalog import build_policy
+    from volley.modelv2 import FullyConnectedNetwork
     from volley.rollout.worker import RolloutWorker
 
     torch.set_num_threads(1)  # as in every worker
     config = PPOConfig().environment(env).rollouts(num_envs_per_worker=num_envs).update(
         train_batch_size=2048, **overrides)
+    if custom_model:
+        config.training(model={"custom_model": FullyConnectedNetwork})
     plan = config.plan(num_workers=1)
     worker = RolloutWorker(config, 0, PPO.postprocess, plan=plan)
     # the learner's weights, built apart: the worker acts as a Ray worker does (an MLP in numpy,
@@ -179,7 +185,8 @@ def measure_sampler(env: str, num_envs: int, overrides: dict[str, Any], seconds:
     obs = worker.obs_filter(worker.observations, update=False)
     forward = _rate(lambda: worker.act(obs, True), num_envs, seconds)
     worker.env.close()
-    return SamplerRow(env, num_envs, raw_env_rate(env, num_envs, seconds), forward, volley)
+    name = f"{env} (custom model)" if custom_model else env
+    return SamplerRow(name, num_envs, raw_env_rate(env, num_envs, seconds), forward, volley)
 
 
 def raw_env_rate(env: str, num_envs: int, seconds: float, seed: int = 0) -> float:

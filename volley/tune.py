@@ -33,9 +33,12 @@ from ray import tune
 from volley.algorithm import Algorithm
 from volley.algorithms import get_config_class
 from volley.config import AlgorithmConfig
+from volley.engines.ray_engine import ship_by_value
 from volley.errors import ConfigError
 from volley.logging import ResultLogger
+from volley.named import CUSTOM_MODELS, ENVIRONMENTS
 
+NAMED = {"env": ENVIRONMENTS, "custom_model": CUSTOM_MODELS}
 METRIC = "episode_reward_mean"
 
 
@@ -44,10 +47,16 @@ class VolleyTrainable(tune.Trainable):
 
     base_config: ClassVar[dict[str, Any]]
     config_class: ClassVar[type[AlgorithmConfig]]
+    # the user's named objects (environment creators, custom model classes) by kind and name: they
+    # travel to the trial's process with this class, as a rollout worker's recipe carries them
+    user_objects: ClassVar[dict[str, dict[str, Any]]] = {}
 
     @classmethod
     def algorithm_config(cls, params: dict[str, Any]) -> AlgorithmConfig:
         """The base config with a trial's ``params`` (config keys) applied."""
+        for kind, objects in cls.user_objects.items():
+            for name, user_object in objects.items():
+                NAMED[kind].register(name, user_object)
         config = cls.config_class.from_dict(cls.base_config).update(**params)
         if config.engine == "mpi":
             raise ConfigError("engine='mpi' cannot run inside a Tune trial; use 'ray' or 'local'")
@@ -98,8 +107,16 @@ def trainable(algo: str | AlgorithmConfig) -> type[VolleyTrainable]:
     """A Trainable class for an algorithm name (``"ppo"``) or a config to start from."""
     base = get_config_class(algo)() if isinstance(algo, str) else algo.copy()
     name = f"Volley{type(base).__name__.removesuffix('Config')}"
-    return type(name, (VolleyTrainable,), {"base_config": base.to_dict(),
-                                           "config_class": type(base)})
+    user_objects = {kind: dict(named.registered) for kind, named in NAMED.items()}
+    for kind, given in (("env", base.env), ("custom_model", base.model.custom_model)):
+        found = NAMED[kind].find(given) if given is not None else None
+        if given is not None and found is not None:
+            user_objects[kind][given] = found
+    for objects in user_objects.values():
+        for user_object in objects.values():
+            ship_by_value(user_object)  # a script's or test file's module, by value
+    return type(name, (VolleyTrainable,), {"base_config": base.to_dict(), "config_class": type(base),
+                                           "user_objects": user_objects})
 
 
 def search_space(config_class: type[AlgorithmConfig], grid: list[tuple[str, list[Any]]],

@@ -62,3 +62,11 @@ def test_dqn_cartpole_async_prints_progress():
     lines = [line for line in out.stdout.splitlines() if line.startswith("iteration")]
     assert len(lines) == 2 and lines[1].startswith("iteration 2: return ")
     assert re.search(r"\d+ learner updates, replay \d+, .* 0 restarts", lines[1])
+
+
+def test_the_custom_dict_observation_model_trains_and_acts():
+    out = run_example("custom_model_dict_obs.py", "--iters", "2")
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = [line for line in out.stdout.splitlines() if line.startswith("iteration")]
+    assert len(lines) == 2 and re.match(r"iteration 2: return [\d.]+, \d+ steps", lines[1]), lines
+    assert re.search(r"^pole leaning right: action [01] \(1 pushes the cart right\)$", out.stdout, re.M)

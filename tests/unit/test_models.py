@@ -9,7 +9,8 @@ import torch
 
 from volley import ModelConfig, VolleyError
 from volley.acting import NumpyActor, ObsPreprocessor
-from volley.models import Categorical, DiagGaussian, build_policy
+from volley.catalog import build_policy
+from volley.models import Categorical, DiagGaussian
 from volley.rollout.worker import EnvStreams
 
 
@@ -93,8 +94,10 @@ def test_acting_in_numpy_matches_the_torch_network(action_space, model, network)
     obs = np.random.default_rng(0).normal(size=(6, 7)).astype(np.float32)
     twin = policy.numpy_twin()
     assert twin is not None
-    actions, dist_inputs, values = twin.act(obs, EnvStreams(0, list(range(6))), True)
-    torch_actions, torch_inputs, torch_values = policy._act_in_torch(obs, EnvStreams(0, list(range(6))), True)
+    actions, dist_inputs, values, state = twin.act(obs, [], EnvStreams(0, list(range(6))), True)
+    torch_actions, torch_inputs, torch_values, torch_state = policy._act_in_torch(
+        obs, [], EnvStreams(0, list(range(6))), True)
+    assert state == torch_state == []  # feed-forward: no recurrent state
     np.testing.assert_allclose(actions, torch_actions, rtol=1e-5, atol=1e-6)  # the same draws
     np.testing.assert_allclose(dist_inputs, torch_inputs, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(values, torch_values, rtol=1e-5, atol=1e-6)
@@ -107,13 +110,14 @@ def test_acting_in_numpy_matches_the_torch_network(action_space, model, network)
     np.testing.assert_allclose(logp, want, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(policy._log_prob_in_torch(fragment_inputs, fragment_actions), want, rtol=1e-5,
                                atol=1e-5)
-    mode, _, _ = twin.act(obs, EnvStreams(0, list(range(6))), False)
-    np.testing.assert_allclose(mode, policy._act_in_torch(obs, EnvStreams(0, [0]), False)[0], rtol=1e-5, atol=1e-6)
+    mode = twin.act(obs, [], EnvStreams(0, list(range(6))), False)[0]
+    np.testing.assert_allclose(mode, policy._act_in_torch(obs, [], EnvStreams(0, [0]), False)[0], rtol=1e-5,
+                               atol=1e-6)
     # a rollout worker acts from the flat weights alone, with no torch network to read them from
     actor = NumpyActor(7, action_space, model, network)
     actor.load(policy.get_flat_weights())
-    for got, want in zip(actor.act(obs, EnvStreams(0, list(range(6))), True), (actions, dist_inputs, values),
-                         strict=True):
+    for got, want in zip(actor.act(obs, [], EnvStreams(0, list(range(6))), True)[:3],
+                         (actions, dist_inputs, values), strict=True):
         np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(actor.log_prob(fragment_inputs, fragment_actions), logp)
     with pytest.raises(VolleyError, match=r"weights of shape \(3,\) given to a network of \d+ weights"):
@@ -137,12 +141,12 @@ def test_the_numpy_twin_follows_every_change_of_the_weights():
     _, policy = build_policy(obs_space, gym.spaces.Discrete(2), ModelConfig())
     obs = np.ones((1, 3), np.float32)
     streams = EnvStreams(0, [0])
-    before = policy.act(obs, streams, False)[2]
+    before = policy.act(obs, [], streams, False)[2]
     policy.set_flat_weights(policy.get_flat_weights() * 2)  # sent new weights
-    assert policy.act(obs, streams, False)[2] != before
+    assert policy.act(obs, [], streams, False)[2] != before
     with torch.no_grad():  # stepped in place, as an optimizer does
         policy.vf_head.bias.add_(1.0)
-    np.testing.assert_allclose(policy.act(obs, streams, False)[2],
+    np.testing.assert_allclose(policy.act(obs, [], streams, False)[2],
                                policy(torch.as_tensor(obs))[1].detach().numpy(), atol=1e-6)
 
 

@@ -40,7 +40,7 @@ import ray
 
 from volley.engines.actor_manager import ActorManager, ManagedWorkers, RestartCount, RestartPolicy
 from volley.engines.base import ActorReport, AsyncSpec, AsyncWorkerGroup, WorkerRecipe
-from volley.engines.ray_engine import init_ray, placement, ship_by_value, shutdown_ray
+from volley.engines.ray_engine import init_ray, placement, ship_recipe, shutdown_ray
 from volley.replay import Prioritization, PrioritizedReplayBuffer, make_replay_buffer
 from volley.rollout.batch import Batch
 from volley.rollout.worker import SampleResult
@@ -169,7 +169,7 @@ class RayAsyncWorkerGroup(ManagedWorkers, AsyncWorkerGroup):
         self.idle: list[int] = []  # run() calls each worker could have queued but has not
         try:
             strategy = placement(config, self.num_workers)
-            ship_by_value(recipe.env_creator)
+            ship_recipe(recipe)
             policy = RestartPolicy.of(config)
             # The server and shards only answer calls: they reserve no CPU, so every CPU can act.
             self.parameter_server: Any = ray.remote(num_cpus=0)(ParameterServer).remote()
