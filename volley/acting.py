@@ -263,6 +263,60 @@ class Twin(NamedTuple):
     log_prob: LogProbFn
 
 
+DrawFn = Callable[[np.ndarray, RandomStreams, bool], np.ndarray]  # (dist inputs, streams, explore) -> actions
+
+
+class Head(NamedTuple):
+    """An action distribution in numpy, from its inputs ``[B, ...]``: each environment's draw (or,
+    without ``explore``, the most likely action) and a fragment's log-probabilities. Every network
+    acts through one, after its forward pass in numpy or in torch: sampling is one function."""
+
+    draw: DrawFn
+    log_prob: LogProbFn
+
+
+def categorical_head() -> Head:
+    """Categorical over logits ``[..., n]``: Gumbel-max draws, log-softmax log-probabilities."""
+    def draw(logits: np.ndarray, streams: RandomStreams, explore: bool) -> np.ndarray:
+        return gumbel_max(logits, streams) if explore else logits.argmax(-1)
+    return Head(draw, lambda logits, actions: pick(log_softmax(logits), actions))
+
+
+def gaussian_head(log_std: np.ndarray | None) -> Head:
+    """Diagonal Gaussian: inputs are the means ``[..., d]`` and ``log_std`` ``[d]`` is fixed (volley's
+    own networks), or with ``log_std`` None the inputs hold the means then the log-stds ``[..., 2d]``
+    (RLlib's DiagGaussian, what a custom model outputs)."""
+    if log_std is None:
+        def draw(inputs: np.ndarray, streams: RandomStreams, explore: bool) -> np.ndarray:
+            mean, log_stds = np.split(inputs, 2, axis=-1)
+            return mean + np.exp(log_stds) * streams.normal(mean.shape[-1]) if explore else mean
+
+        def log_prob(inputs: np.ndarray, actions: np.ndarray) -> np.ndarray:
+            mean, log_stds = np.split(inputs, 2, axis=-1)
+            z = (actions - mean) / np.exp(log_stds)
+            return (-0.5 * z * z - log_stds).sum(-1) - np.float32(0.5 * mean.shape[-1] * np.log(2 * np.pi))
+        return Head(draw, log_prob)
+    log_std = log_std.astype(np.float64)
+    std = np.exp(log_std).astype(np.float32)
+    log_norm = np.float32(-(log_std.sum() + 0.5 * len(log_std) * np.log(2 * np.pi)))
+
+    def draw_fixed(mean: np.ndarray, streams: RandomStreams, explore: bool) -> np.ndarray:
+        return mean + std * streams.normal(len(std)) if explore else mean
+
+    def log_prob_fixed(mean: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        z = (actions - mean) / std  # log N(a; mean, std) = -½‖z‖² - Σ log std - ½·d·log 2π
+        return log_norm - np.float32(0.5) * (z * z).sum(-1)
+    return Head(draw_fixed, log_prob_fixed)
+
+
+def epsilon_greedy_head(epsilon: float) -> Head:
+    """ε-greedy over Q-values ``[..., n]``: a uniformly random action with probability ε (drawn as a
+    categorical, each environment's own noise), else the greedy one, which is also the mode."""
+    def draw(q: np.ndarray, streams: RandomStreams, explore: bool) -> np.ndarray:
+        return gumbel_max(epsilon_greedy_logp(q, epsilon), streams) if explore else q.argmax(-1)
+    return Head(draw, lambda q, actions: pick(epsilon_greedy_logp(q, epsilon), actions))
+
+
 def actor_critic_twin(weights: Mapping[str, np.ndarray], activation: str) -> Twin:
     """How an MLP actor-critic with these named ``weights`` acts: actions sampled with each
     environment's own stream when ``explore``, else the most likely; the logits (or the
@@ -274,24 +328,14 @@ def actor_critic_twin(weights: Mapping[str, np.ndarray], activation: str) -> Twi
     else:  # policy and value networks stacked
         both = NumpyMLP.stacked(NumpyMLP.of(weights, "pi_body", activation) + pi_head,
                                 NumpyMLP.of(weights, "vf_body", activation) + vf_head)
-    continuous = "log_std" in weights
-    log_std = weights["log_std"].astype(np.float64) if continuous else np.zeros(0)
-    std = np.exp(log_std).astype(np.float32)
-    log_norm = np.float32(-(log_std.sum() + 0.5 * len(log_std) * np.log(2 * np.pi)))
+    head = gaussian_head(weights["log_std"]) if "log_std" in weights else categorical_head()
+    draw = head.draw
 
     def act(obs: np.ndarray, state: State, streams: RandomStreams, explore: bool) -> Acting:
         both_out = both(obs)
-        out, values = both_out[0], both_out[1, :, 0]
-        if continuous:
-            return (out + std * streams.normal(len(std)) if explore else out), out, values, state
-        return (gumbel_max(out, streams) if explore else out.argmax(-1)), out, values, state
-
-    def log_prob(out: np.ndarray, actions: np.ndarray) -> np.ndarray:
-        if not continuous:
-            return pick(log_softmax(out), actions)
-        z = (actions - out) / std  # log N(a; out, std) = -½‖z‖² - Σ log std - ½·d·log 2π
-        return log_norm - np.float32(0.5) * (z * z).sum(-1)
-    return Twin(act, log_prob)
+        out = both_out[0]
+        return draw(out, streams, explore), out, both_out[1, :, 0], state
+    return Twin(act, head.log_prob)
 
 
 def q_network_twin(weights: Mapping[str, np.ndarray], activation: str) -> Twin:
@@ -300,19 +344,16 @@ def q_network_twin(weights: Mapping[str, np.ndarray], activation: str) -> Twin:
     body = NumpyMLP.of(weights, "body", activation) + NumpyMLP.of(weights, "hidden", activation)
     q_head = NumpyMLP.of(weights, "q_head")
     value_head = NumpyMLP.of(weights, "value_head") if "value_head.weight" in weights else None
-    epsilon = float(weights["epsilon"])
+    head = epsilon_greedy_head(float(weights["epsilon"]))
+    draw = head.draw
 
     def act(obs: np.ndarray, state: State, streams: RandomStreams, explore: bool) -> Acting:
         features = body(obs)
         q = q_head(features)
         if value_head is not None:
             q = value_head(features) + q - q.mean(-1, keepdims=True)
-        actions = gumbel_max(epsilon_greedy_logp(q, epsilon), streams) if explore else q.argmax(-1)
-        return actions, q, q.max(-1), state
-
-    def log_prob(q: np.ndarray, actions: np.ndarray) -> np.ndarray:
-        return pick(epsilon_greedy_logp(q, epsilon), actions)
-    return Twin(act, log_prob)
+        return draw(q, streams, explore), q, q.max(-1), state
+    return Twin(act, head.log_prob)
 
 
 class NumpyActor:

@@ -23,7 +23,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from volley.catalog import build_policy
+from volley.catalog import build_policy, check_trainable
 from volley.checkpoint import (
     SavedCheckpoint,
     flatten_optimizer,
@@ -92,11 +92,8 @@ class Algorithm(ABC):
         self._driver_worker: RolloutWorker | None = None
         try:
             self._set_up(config)
-        except BaseException:
-            # a model or setting found unfit once the workers exist (a custom model that cannot be
-            # built): end them. (Under MPI every rank fails alike, and rank 0's release would wait
-            # for ranks that are not serving.)
-            if config.engine != "mpi":
+        except BaseException:  # found unfit once the workers exist (a custom model): end them; MPI
+            if config.engine != "mpi":  # ranks all fail alike, and rank 0's release would wait on them
                 self.stop()
             raise
 
@@ -110,7 +107,7 @@ class Algorithm(ABC):
         torch.set_num_threads(1)
         self.preprocess, policy = build_policy(self.observation_space, self.action_space, config.model,
                                                config.network, config.head_hiddens)
-        check_trainable(policy, config)
+        check_trainable(policy, config.model)
         self.policy = policy.to(self.device)
         torch.set_num_threads(self.learner_threads())
         self.obs_filter = make_filter(config.observation_filter, self.preprocess.shape)
@@ -430,25 +427,20 @@ class Algorithm(ABC):
                 "timesteps_this_iter": int(lengths.sum()), "time_s": time.perf_counter() - start}
         return {**flat, **evaluation_views(flat)}
 
-    @torch.inference_mode()
     def compute_single_action(self, obs: Any, explore: bool = False) -> Any:
         """The action for one observation (the most likely one unless ``explore``), as the
-        environment receives it (``normalize_actions``, ``clip_actions``), as in RLlib."""
+        environment receives it (``normalize_actions``, ``clip_actions``), as in RLlib; drawn as
+        the workers draw theirs (:meth:`Policy.act`), with a custom model in eval mode."""
         processed = self.obs_filter(self.preprocess(_batch_of_one(obs), 1), update=False)
+        streams = self.__dict__.setdefault("_single_streams", EnvStreams(self.config.seed, [EVAL_SEED_OFFSET - 1]))
         training = self.policy.training
-        self.policy.eval()  # acting: a custom model's dropout off, its batch-norm statistics fixed
+        self.policy.eval()
         try:
-            dist, _ = self.policy(torch.as_tensor(processed, device=self.device))
+            action = self.policy.act(processed, [], streams, explore)[0]
         finally:
             self.policy.train(training)
-        if explore:
-            if not hasattr(self, "_single_streams"):
-                self._single_streams = EnvStreams(self.config.seed, [EVAL_SEED_OFFSET - 1])
-            action = dist.sample(self._single_streams)
-        else:
-            action = dist.mode()
         cfg = self.config
-        return env_actions(action.cpu().numpy(), self.action_space, cfg.normalize_actions, cfg.clip_actions)[0]
+        return env_actions(action, self.action_space, cfg.normalize_actions, cfg.clip_actions)[0]
 
     # -- RLlib's policy API: one policy, "default_policy" ------------------------------------
 
@@ -600,14 +592,6 @@ class Algorithm(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def check_trainable(policy: Policy, config: AlgorithmConfig) -> None:
-    """A ConfigError for a network volley's learners cannot train yet: a recurrent one (a custom
-    model whose ``get_initial_state()`` is not empty; sequences come with issue 34)."""
-    if policy.initial_state():
-        raise ConfigError(f"custom model {config.model.custom_model!r} is recurrent (get_initial_state() is "
-                          "not empty): volley's algorithms train feed-forward networks only so far")
 
 
 def _batch_of_one(obs: Any) -> Any:

@@ -121,6 +121,15 @@ def construct(model_class: type, obs_space: gym.Space, action_space: gym.Space, 
     return model
 
 
+def check_trainable(policy: Policy, model: ModelConfig) -> None:
+    """A ConfigError for a network volley's learners cannot train yet: a recurrent one (a custom
+    model whose ``get_initial_state()`` is not empty: sequences come with issue 34). Workers
+    already act with one, carrying each environment's state."""
+    if policy.initial_state():
+        raise ConfigError(f"custom model {model.custom_model!r} is recurrent (get_initial_state() is not "
+                          "empty): volley's algorithms train feed-forward networks only so far")
+
+
 def build_policy(obs_space: gym.Space, action_space: gym.Space, model: ModelConfig,
                  network: NetworkKind = "actor_critic", head_hiddens: Sequence[int] = (),
                  model_class: type | None = None) -> tuple[ObsPreprocessor, Policy]:

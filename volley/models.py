@@ -29,11 +29,14 @@ from torch import nn
 
 from volley.acting import (
     Acting,
+    Head,
     RandomStreams,
     State,
     Twin,
     actor_critic_twin,
-    gumbel_max,
+    categorical_head,
+    epsilon_greedy_head,
+    gaussian_head,
     policy_outputs,
     q_network_twin,
     q_outputs,
@@ -59,10 +62,6 @@ class Categorical:
     def mode(self) -> torch.Tensor:
         return self.logits.argmax(-1)
 
-    def sample(self, streams: RandomStreams) -> torch.Tensor:
-        """Gumbel-max sampling with each environment's own noise, as the numpy actors draw."""
-        return torch.as_tensor(gumbel_max(self.logits.detach().cpu().numpy(), streams))
-
     def kl(self, other: Categorical) -> torch.Tensor:
         return (self.logits.exp() * (self.logits - other.logits)).sum(-1)
 
@@ -72,8 +71,8 @@ class EpsilonGreedy(Categorical):
     the greedy one.
 
     It is the categorical distribution with probabilities ``ε/n + (1 - ε)·[a = argmax Q]``,
-    so workers sample it like any policy (Gumbel-max, each environment's own noise);
-    its mode is the greedy action at every ε.
+    (workers draw from it in numpy: ``volley.acting.epsilon_greedy_head``); its mode is the
+    greedy action at every ε.
     """
 
     def __init__(self, q_values: torch.Tensor, epsilon: float) -> None:
@@ -107,10 +106,6 @@ class DiagGaussian:
 
     def mode(self) -> torch.Tensor:
         return self.mean
-
-    def sample(self, streams: RandomStreams) -> torch.Tensor:
-        noise = torch.as_tensor(streams.normal(self.mean.shape[-1]), dtype=self.mean.dtype)
-        return self.mean + self.log_std.exp() * noise
 
     def kl(self, other: DiagGaussian) -> torch.Tensor:
         var, other_var = (2 * self.log_std).exp(), (2 * other.log_std).exp()
@@ -239,13 +234,37 @@ class Policy(nn.Module):
         versions = [p._version for p in params]  # in-place changes count them
         twin = getattr(self, "_twin", None)
         if twin is None or twin[0] != versions:
-            twin = (versions, self.numpy_twin() or Twin(self._act_in_torch, self._log_prob_in_torch))
+            twin = (versions, self.numpy_twin() or self._torch_twin())
             self._twin = twin
         return twin[1]
 
     def numpy_twin(self) -> Twin | None:
         """Acting like :meth:`act` with numpy copies of the weights (None: act in torch)."""
         return None
+
+    def numpy_head(self) -> Head:
+        """The action distribution, in numpy, that acting draws from (its parameters, a fixed
+        log-std or ε, as they are now)."""
+        raise NotImplementedError
+
+    def _torch_twin(self) -> Twin:
+        """Acting with a forward pass in torch (a CNN, a custom model), then the draw in numpy: the
+        forward pass is the only torch work of a step (what :meth:`act` costs beyond it: a
+        conversion of each output to numpy)."""
+        head = self.numpy_head()
+        device = next(self.parameters()).device
+
+        def act(obs: np.ndarray, state: State, streams: RandomStreams, explore: bool) -> Acting:
+            with torch.no_grad():
+                state_in = [torch.as_tensor(s, device=device) for s in state]
+                # RLlib's acting: sequences of one step each when the network is recurrent
+                seq_lens = torch.ones(len(obs), dtype=torch.int32, device=device) if state else None
+                dist_inputs, values, state_out = self.outputs(torch.as_tensor(obs, device=device), state_in,
+                                                              seq_lens)
+            inputs = dist_inputs.cpu().numpy()
+            return (head.draw(inputs, streams, explore), inputs, values.cpu().numpy(),
+                    [s.cpu().numpy() for s in state_out])
+        return Twin(act, head.log_prob)
 
     def outputs(self, obs: torch.Tensor, state: Sequence[torch.Tensor] = (),
                 seq_lens: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
@@ -263,24 +282,6 @@ class Policy(nn.Module):
         """Action distribution and values ``[B]`` for observations ``[B, *obs_shape]``."""
         dist_inputs, values, _ = self.outputs(obs, state, seq_lens)
         return self.distribution_of(dist_inputs), values
-
-    @torch.inference_mode()
-    def _act_in_torch(self, obs: np.ndarray, state: State, streams: RandomStreams, explore: bool) -> Acting:
-        device = next(self.parameters()).device
-        state_in = [torch.as_tensor(s, device=device) for s in state]
-        # RLlib's acting: sequences of one step each when the network is recurrent
-        seq_lens = torch.ones(len(obs), dtype=torch.int32, device=device) if state else None
-        dist_inputs, values, state_out = self.outputs(torch.as_tensor(obs, device=device), state_in, seq_lens)
-        dist = self.distribution_of(dist_inputs)
-        actions = dist.sample(streams) if explore else dist.mode()
-        return (actions.cpu().numpy(), dist_inputs.cpu().numpy(), values.cpu().numpy(),
-                [s.cpu().numpy() for s in state_out])
-
-    @torch.inference_mode()
-    def _log_prob_in_torch(self, dist_inputs: np.ndarray, actions: np.ndarray) -> np.ndarray:
-        device = next(self.parameters()).device
-        dist = self.distribution_of(torch.as_tensor(dist_inputs, device=device))
-        return dist.log_prob(torch.as_tensor(actions, device=device)).cpu().numpy()
 
     def get_weights(self) -> dict[str, np.ndarray]:
         """Every tensor of the network by name, as numpy copies (RLlib's ``policy.get_weights()``)."""
@@ -360,6 +361,9 @@ class ActorCritic(ActorCriticPolicy):
             return None
         return actor_critic_twin(named_arrays(self), self.activation)
 
+    def numpy_head(self) -> Head:
+        return categorical_head() if self.log_std is None else gaussian_head(self.log_std.detach().cpu().numpy())
+
     def policy_parameters(self) -> list[nn.Parameter]:
         params = [*self.pi_body.parameters(), *self.pi_head.parameters()]
         return params + ([self.log_std] if self.log_std is not None else [])
@@ -412,9 +416,12 @@ class QNetwork(Policy):
         return EpsilonGreedy(dist_inputs, self.epsilon.item())
 
     def numpy_twin(self) -> Twin | None:
-        if not isinstance(self.body, nn.Sequential):  # the CNN acts in torch
+        if not isinstance(self.body, nn.Sequential):  # the CNN and custom bodies act in torch
             return None
         return q_network_twin(named_arrays(self), self.activation)
+
+    def numpy_head(self) -> Head:
+        return epsilon_greedy_head(self.epsilon.item())
 
     def q_parameters(self) -> list[nn.Parameter]:
         """Everything the optimizer trains: all parameters but ε."""

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from volley.acting import ObsPreprocessor, State, flat_size
+from volley.acting import Head, ObsPreprocessor, State, categorical_head, flat_size, gaussian_head
 from volley.errors import ConfigError
 from volley.models import ActorCriticPolicy, Categorical, DiagGaussian, Distribution
 
@@ -353,6 +353,9 @@ class ModelV2ActorCritic(_ModelV2Input, ActorCriticPolicy):
             raise ConfigError(f"custom model {self.name}'s value_function() returned shape {shape}: "
                               f"expected ({len(obs)},), one value per row (reshape it to [-1])")
         return outputs, values, state_out
+
+    def numpy_head(self) -> Head:
+        return gaussian_head(None) if self.continuous else categorical_head()
 
     def distribution_of(self, dist_inputs: torch.Tensor) -> Distribution:
         if self.continuous:

@@ -10,6 +10,7 @@ from gymnasium.wrappers import TimeLimit
 from test_worker import Counter
 
 from volley import ConfigError, DQNConfig
+from volley.acting import epsilon_greedy_head
 from volley.algorithms.dqn import DQN, exploration_epsilon, q_targets
 from volley.config import ModelConfig
 from volley.models import EpsilonGreedy, QNetwork, trunk
@@ -56,8 +57,7 @@ def test_epsilon_schedules():
 
 def test_epsilon_greedy_acts_greedily_with_probability_one_minus_epsilon():
     q = torch.tensor([0.0, 2.0, 1.0]).expand(30_000, 3)
-    dist = EpsilonGreedy(q, 0.3)
-    actions = dist.sample(EnvStreams(0, list(range(30_000)))).numpy()
+    actions = epsilon_greedy_head(0.3).draw(q.numpy(), EnvStreams(0, list(range(30_000))), True)
     # greedy 0.7 + 0.3/3, each other action 0.3/3
     np.testing.assert_allclose(np.bincount(actions, minlength=3) / 30_000, [0.1, 0.8, 0.1], atol=0.01)
     two = EpsilonGreedy(q[:2], 0.3)

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from volley import ModelConfig, VolleyError
-from volley.acting import NumpyActor, ObsPreprocessor
+from volley.acting import NumpyActor, ObsPreprocessor, categorical_head, gaussian_head
 from volley.catalog import build_policy
-from volley.models import Categorical, DiagGaussian
+from volley.models import DiagGaussian
 from volley.rollout.worker import EnvStreams
 
 
@@ -46,12 +46,23 @@ def test_image_observations_go_to_the_cnn():
 
 
 def test_categorical_sampling_frequencies_match_probabilities():
-    probs = torch.tensor([0.1, 0.6, 0.3])
+    probs = np.array([0.1, 0.6, 0.3])
     n = 20_000
-    dist = Categorical(probs.log().expand(n, 3))
-    samples = dist.sample(EnvStreams(0, list(range(n)))).numpy()
+    samples = categorical_head().draw(np.log(probs)[None].repeat(n, 0), EnvStreams(0, list(range(n))), True)
     freq = np.bincount(samples, minlength=3) / n
-    np.testing.assert_allclose(freq, probs.numpy(), atol=0.015)
+    np.testing.assert_allclose(freq, probs, atol=0.015)
+
+
+def test_gaussian_draws_from_a_custom_models_means_and_log_stds():
+    """RLlib's DiagGaussian inputs (means, then log-stds): draws and log-probabilities in numpy."""
+    inputs = np.array([[0.5, -1.0, 0.2, -0.4]] * 20_000, np.float32)  # means (0.5, -1), log-stds (0.2, -0.4)
+    draws = gaussian_head(None).draw(inputs, EnvStreams(0, list(range(20_000))), True)
+    np.testing.assert_allclose(draws.mean(0), [0.5, -1.0], atol=0.03)
+    np.testing.assert_allclose(draws.std(0), np.exp([0.2, -0.4]), rtol=0.03)
+    ref = torch.distributions.Normal(torch.tensor([0.5, -1.0]), torch.tensor([0.2, -0.4]).exp())
+    np.testing.assert_allclose(gaussian_head(None).log_prob(inputs[:3], draws[:3]),
+                               ref.log_prob(torch.as_tensor(draws[:3])).sum(-1).numpy(), rtol=1e-5)
+    assert (gaussian_head(None).draw(inputs[:2], EnvStreams(0, [0, 1]), False) == inputs[:2, :2]).all()
 
 
 def test_gaussian_matches_torch_distributions():
@@ -95,7 +106,7 @@ def test_acting_in_numpy_matches_the_torch_network(action_space, model, network)
     twin = policy.numpy_twin()
     assert twin is not None
     actions, dist_inputs, values, state = twin.act(obs, [], EnvStreams(0, list(range(6))), True)
-    torch_actions, torch_inputs, torch_values, torch_state = policy._act_in_torch(
+    torch_actions, torch_inputs, torch_values, torch_state = policy._torch_twin().act(
         obs, [], EnvStreams(0, list(range(6))), True)
     assert state == torch_state == []  # feed-forward: no recurrent state
     np.testing.assert_allclose(actions, torch_actions, rtol=1e-5, atol=1e-6)  # the same draws
@@ -108,11 +119,11 @@ def test_acting_in_numpy_matches_the_torch_network(action_space, model, network)
         want = [policy.distribution_of(torch.as_tensor(x)).log_prob(torch.as_tensor(a)).numpy()
                 for x, a in zip(fragment_inputs, fragment_actions, strict=True)]
     np.testing.assert_allclose(logp, want, rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(policy._log_prob_in_torch(fragment_inputs, fragment_actions), want, rtol=1e-5,
-                               atol=1e-5)
+    np.testing.assert_allclose(policy._torch_twin().log_prob(fragment_inputs, fragment_actions), want,
+                               rtol=1e-5, atol=1e-5)
     mode = twin.act(obs, [], EnvStreams(0, list(range(6))), False)[0]
-    np.testing.assert_allclose(mode, policy._act_in_torch(obs, [], EnvStreams(0, [0]), False)[0], rtol=1e-5,
-                               atol=1e-6)
+    np.testing.assert_allclose(mode, policy._torch_twin().act(obs, [], EnvStreams(0, [0]), False)[0],
+                               rtol=1e-5, atol=1e-6)
     # a rollout worker acts from the flat weights alone, with no torch network to read them from
     actor = NumpyActor(7, action_space, model, network)
     actor.load(policy.get_flat_weights())

@@ -196,7 +196,7 @@ class RolloutWorker:
     def _carry_state(self, state: State, fresh: np.ndarray) -> State:
         """The state for the next step: ``state`` from this one, the initial state where an
         episode starts with the next observation (``fresh`` ``[N]``)."""
-        if not state or not fresh.any():
+        if not fresh.any():
             return state
         return [np.where(fresh.reshape(-1, *[1] * (s.ndim - 1)), s0, s)
                 for s, s0 in zip(state, self._initial_state(), strict=True)]
@@ -280,7 +280,7 @@ class RolloutWorker:
         self._obs = next_obs
         # a reset step's observation ended an episode (its value bootstraps it): the state carries
         # into it, and the next one, the new episode's first, starts afresh, as after a failure
-        self._state = self._carry_state(state, ~valid)
+        self._state = self._carry_state(state, ~valid) if state else state
         return {"obs": obs, "actions": actions_np, "dist_inputs": dist_inputs, "values": values,
                 "rewards": self._training_rewards(rewards, valid, ended, training),
                 "terminated": terminated, "truncated": truncated, "valid": valid}, failed
