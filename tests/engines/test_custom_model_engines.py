@@ -11,7 +11,7 @@ from custom_models import load_example
 from ray import tune
 from torch import nn
 
-from volley import ConfigError, DQNConfig, ModelCatalog, PPOConfig, TorchModelV2
+from volley import ConfigError, ModelCatalog, PPOConfig, TorchModelV2
 from volley.tune import trainable
 
 
@@ -36,19 +36,10 @@ def test_a_dict_observation_model_samples_on_ray_workers_as_on_the_local_referen
         remote.stop()
 
 
-def test_evaluation_workers_and_dqn_act_with_the_custom_model(ray_session):
+def test_evaluation_workers_act_with_the_custom_model(ray_session):
     with dict_obs("ray", 1, evaluation_num_workers=1, evaluation_duration=2).build() as algo:
         stats = algo.evaluate()
         assert stats["episodes_this_iter"] == 2 and stats["episode_reward_mean"] > 0
-    dqn = (DQNConfig().environment(load_example().DictCartPole).resources(engine="ray")
-           .rollouts(num_workers=1, num_envs_per_worker=2)
-           .training(model={"custom_model": "dict_obs_model", "fcnet_hiddens": [16]}, learning_starts=32,
-                     train_batch_size=64, minibatch_size=16))
-    with dqn.build() as algo:
-        before = algo.policy.get_flat_weights()
-        algo.train()
-        result = algo.train()
-        assert result["num_updates"] > 0 and np.abs(algo.policy.get_flat_weights() - before).max() > 0
 
 
 class Unpicklable(TorchModelV2, nn.Module):

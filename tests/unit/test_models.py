@@ -93,6 +93,9 @@ def test_flat_weights_round_trip():
     (gym.spaces.Discrete(4), ModelConfig(fcnet_activation="relu"), "q"),
     (gym.spaces.Discrete(4), ModelConfig(), "dueling_q"),
     (gym.spaces.Box(-1.0, 1.0, (2,), np.float32), ModelConfig(fcnet_hiddens=[32, 16, 8]), "actor_critic"),
+    # RLlib's tuned CartPole: no activation between the layers
+    (gym.spaces.Discrete(2), ModelConfig(fcnet_activation="linear", vf_share_layers=True), "actor_critic"),
+    (gym.spaces.Discrete(3), ModelConfig(fcnet_activation="linear"), "q"),
 ])
 def test_acting_in_numpy_matches_the_torch_network(action_space, model, network):
     """Workers act through a numpy copy of an MLP's weights; it must be the torch network."""
