@@ -25,6 +25,7 @@ EnvCreator = Callable[[dict], gym.Env]
 
 ERROR_INFO = "volley_env_error"  # set in the info of a GuardedEnv whose step or reset raised
 
+
 def register_env(name: str, creator: EnvCreator) -> None:
     """Make ``config.environment(env=name)`` build environments with ``creator(env_config)``.
 

@@ -137,7 +137,7 @@ class RolloutWorker:
         self.model_class = model_class or (CUSTOM_MODELS.find(custom) if custom is not None else None)
         # volley's MLP acts in numpy; the torch network is built only when something needs it (a
         # CNN's or a custom model's forward pass, an algorithm's worker-side function), so a worker
-        # that only acts through an MLP never imports torch: about a second less to start each Ray worker.
+        # that only acts through an MLP never imports torch: a second less to start each Ray worker.
         self.actor = None if self.preprocess.is_image or custom is not None else NumpyActor(
             self.preprocess.shape[0], self.action_space, config.model, config.network, config.head_hiddens)
         self._policy: Policy | None = None
@@ -166,9 +166,10 @@ class RolloutWorker:
 
     @property
     def policy(self) -> Policy:
-        """The torch network with the weights last loaded, built on first use: what acts on images
-        and for custom models, and what an algorithm's worker-side functions (gradients, priorities) are given. Once
-        built, it is what the worker acts with, so a change made to it (Ape-X's ε) is acted on."""
+        """The torch network with the weights last loaded, built on first use: what acts for a CNN or
+        a custom model, and what an algorithm's worker-side functions (gradients, priorities) are
+        given. Once built, it is what the worker acts with, so a change made to it (Ape-X's ε) is
+        acted on."""
         if self._policy is None:
             from volley.catalog import build_policy
 
