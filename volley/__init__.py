@@ -28,14 +28,17 @@ if TYPE_CHECKING:
         get_trainable_cls,
     )
     from volley.callbacks import DefaultCallbacks, Episode, RLlibCallback, make_multi_callbacks
+    from volley.catalog import ModelCatalog
     from volley.config import AlgorithmConfig, ModelConfig
     from volley.envs import register_env
     from volley.errors import CallbackError, CheckpointError, ConfigError, EnvError, VolleyError
+    from volley.modelv2 import FullyConnectedNetwork, TorchModelV2
 
 _HOMES = {
     "Algorithm": "volley.algorithm", "AlgorithmConfig": "volley.config", "ModelConfig": "volley.config",
-    "register_env": "volley.envs", **dict.fromkeys(["CallbackError", "CheckpointError", "ConfigError",
-                                                    "EnvError", "VolleyError"], "volley.errors"),
+    "register_env": "volley.envs", "ModelCatalog": "volley.catalog", "TorchModelV2": "volley.modelv2",
+    "FullyConnectedNetwork": "volley.modelv2",
+    **dict.fromkeys(["CallbackError", "CheckpointError", "ConfigError", "EnvError", "VolleyError"], "volley.errors"),
     **dict.fromkeys(["DefaultCallbacks", "Episode", "RLlibCallback", "make_multi_callbacks"], "volley.callbacks"),
     **dict.fromkeys(["ApexDQN", "ApexDQNConfig", "DQN", "DQNConfig", "PG", "PGConfig", "PPO", "PPOConfig",
                      "TRPO", "TRPOConfig", "get_trainable_cls"], "volley.algorithms"),
@@ -51,5 +54,6 @@ def __getattr__(name: str) -> Any:
 
 __all__ = ["ApexDQN", "ApexDQNConfig", "DQN", "DQNConfig", "PG", "PGConfig", "PPO", "Algorithm", "AlgorithmConfig",
            "CallbackError", "CheckpointError", "ConfigError", "DefaultCallbacks", "EnvError", "Episode",
-           "ModelConfig", "PPOConfig", "RLlibCallback", "TRPO", "TRPOConfig", "VolleyError", "__version__",
-           "get_trainable_cls", "make_multi_callbacks", "register_env"]
+           "FullyConnectedNetwork", "ModelCatalog", "ModelConfig", "PPOConfig", "RLlibCallback", "TRPO",
+           "TRPOConfig", "TorchModelV2", "VolleyError", "__version__", "get_trainable_cls", "make_multi_callbacks",
+           "register_env"]

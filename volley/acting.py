@@ -30,15 +30,16 @@ def is_image_space(space: gym.Space) -> bool:
     return isinstance(space, gym.spaces.Box) and space.dtype == np.uint8 and len(space.shape) in (3, 4)
 
 
-def _flat_size(space: gym.Space) -> int:
+def flat_size(space: gym.Space) -> int:
+    """The width of a flattened observation of ``space`` (Discrete one-hot)."""
     if isinstance(space, gym.spaces.Discrete):
         return int(space.n)
     if isinstance(space, gym.spaces.Box):
         return int(np.prod(space.shape))
     if isinstance(space, gym.spaces.Dict):
-        return sum(_flat_size(s) for s in space.spaces.values())
+        return sum(flat_size(s) for s in space.spaces.values())
     if isinstance(space, gym.spaces.Tuple):
-        return sum(_flat_size(s) for s in space.spaces)
+        return sum(flat_size(s) for s in space.spaces)
     raise VolleyError(f"observation space {space} is not supported: volley takes Box, Discrete, "
                       "and Dict or Tuple of those")
 
@@ -69,7 +70,7 @@ class ObsPreprocessor:
     def __init__(self, space: gym.Space) -> None:
         self.space = space
         self.is_image = is_image_space(space)
-        self.shape: tuple[int, ...] = space.shape if self.is_image else (_flat_size(space),)  # type: ignore[assignment]
+        self.shape: tuple[int, ...] = space.shape if self.is_image else (flat_size(space),)  # type: ignore[assignment]
 
     def __call__(self, obs: object, n: int) -> np.ndarray:
         if self.is_image:
@@ -177,7 +178,8 @@ def _relu(x: np.ndarray) -> np.ndarray:
     return np.maximum(x, 0, out=x)
 
 
-ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {"tanh": np.tanh, "relu": _relu}
+ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray] | None] = {"tanh": np.tanh, "relu": _relu,
+                                                                      "linear": None}  # None: no call at all
 
 Layer = tuple[np.ndarray, np.ndarray] | Callable[[np.ndarray], np.ndarray]  # (Wᵀ, b) or an activation
 
@@ -195,10 +197,12 @@ class NumpyMLP:
         if not activation:
             return cls([(np.ascontiguousarray(weights[f"{prefix}.weight"].T), weights[f"{prefix}.bias"])])
         layers: list[Layer] = []
-        while f"{prefix}.{len(layers)}.weight" in weights:  # Linear, activation, Linear, ...
-            index = len(layers)
-            layers += [(np.ascontiguousarray(weights[f"{prefix}.{index}.weight"].T),
-                        weights[f"{prefix}.{index}.bias"]), ACTIVATIONS[activation]]
+        act = ACTIVATIONS[activation]
+        index = 0
+        while f"{prefix}.{index}.weight" in weights:  # Linear, activation, Linear, ...
+            layers.append((np.ascontiguousarray(weights[f"{prefix}.{index}.weight"].T), weights[f"{prefix}.{index}.bias"]))
+            layers += [act] if act is not None else []
+            index += 2
         return cls(layers)
 
     def __add__(self, other: NumpyMLP) -> NumpyMLP:
@@ -241,11 +245,14 @@ def _padded(layer: tuple[np.ndarray, np.ndarray], width: int) -> tuple[np.ndarra
     return padded_weight, padded_bias
 
 
+# A recurrent network's state for a batch of environments: one array [B, ...] per tensor of its
+# state; [] for a feed-forward network (every built-in one). See volley.models.Policy.
+State = list[np.ndarray]
 # actions [B, ...], the inputs of their distribution [B, ...] (logits, a Gaussian's mean,
-# Q-values), values [B]. Log-probabilities are not computed per step: a worker computes a
-# whole fragment's at once from the stacked inputs (:class:`Twin`'s ``log_prob``).
-Acting = tuple[np.ndarray, np.ndarray, np.ndarray]
-ActFn = Callable[[np.ndarray, RandomStreams, bool], Acting]
+# Q-values), values [B] and the state after this step. Log-probabilities are not computed per
+# step: a worker computes a whole fragment's at once from the stacked inputs (``log_prob``).
+Acting = tuple[np.ndarray, np.ndarray, np.ndarray, State]
+ActFn = Callable[[np.ndarray, State, RandomStreams, bool], Acting]  # (obs, state, streams, explore)
 LogProbFn = Callable[[np.ndarray, np.ndarray], np.ndarray]  # (distribution inputs, actions) -> log π(a)
 
 
@@ -254,6 +261,60 @@ class Twin(NamedTuple):
 
     act: ActFn
     log_prob: LogProbFn
+
+
+DrawFn = Callable[[np.ndarray, RandomStreams, bool], np.ndarray]  # (dist inputs, streams, explore) -> actions
+
+
+class Head(NamedTuple):
+    """An action distribution in numpy, from its inputs ``[B, ...]``: each environment's draw (or,
+    without ``explore``, the most likely action) and a fragment's log-probabilities. Every network
+    acts through one, after its forward pass in numpy or in torch: sampling is one function."""
+
+    draw: DrawFn
+    log_prob: LogProbFn
+
+
+def categorical_head() -> Head:
+    """Categorical over logits ``[..., n]``: Gumbel-max draws, log-softmax log-probabilities."""
+    def draw(logits: np.ndarray, streams: RandomStreams, explore: bool) -> np.ndarray:
+        return gumbel_max(logits, streams) if explore else logits.argmax(-1)
+    return Head(draw, lambda logits, actions: pick(log_softmax(logits), actions))
+
+
+def gaussian_head(log_std: np.ndarray | None) -> Head:
+    """Diagonal Gaussian: inputs are the means ``[..., d]`` and ``log_std`` ``[d]`` is fixed (volley's
+    own networks), or with ``log_std`` None the inputs hold the means then the log-stds ``[..., 2d]``
+    (RLlib's DiagGaussian, what a custom model outputs)."""
+    if log_std is None:
+        def draw(inputs: np.ndarray, streams: RandomStreams, explore: bool) -> np.ndarray:
+            mean, log_stds = np.split(inputs, 2, axis=-1)
+            return mean + np.exp(log_stds) * streams.normal(mean.shape[-1]) if explore else mean
+
+        def log_prob(inputs: np.ndarray, actions: np.ndarray) -> np.ndarray:
+            mean, log_stds = np.split(inputs, 2, axis=-1)
+            z = (actions - mean) / np.exp(log_stds)
+            return (-0.5 * z * z - log_stds).sum(-1) - np.float32(0.5 * mean.shape[-1] * np.log(2 * np.pi))
+        return Head(draw, log_prob)
+    log_std = log_std.astype(np.float64)
+    std = np.exp(log_std).astype(np.float32)
+    log_norm = np.float32(-(log_std.sum() + 0.5 * len(log_std) * np.log(2 * np.pi)))
+
+    def draw_fixed(mean: np.ndarray, streams: RandomStreams, explore: bool) -> np.ndarray:
+        return mean + std * streams.normal(len(std)) if explore else mean
+
+    def log_prob_fixed(mean: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        z = (actions - mean) / std  # log N(a; mean, std) = -½‖z‖² - Σ log std - ½·d·log 2π
+        return log_norm - np.float32(0.5) * (z * z).sum(-1)
+    return Head(draw_fixed, log_prob_fixed)
+
+
+def epsilon_greedy_head(epsilon: float) -> Head:
+    """ε-greedy over Q-values ``[..., n]``: a uniformly random action with probability ε (drawn as a
+    categorical, each environment's own noise), else the greedy one, which is also the mode."""
+    def draw(q: np.ndarray, streams: RandomStreams, explore: bool) -> np.ndarray:
+        return gumbel_max(epsilon_greedy_logp(q, epsilon), streams) if explore else q.argmax(-1)
+    return Head(draw, lambda q, actions: pick(epsilon_greedy_logp(q, epsilon), actions))
 
 
 def actor_critic_twin(weights: Mapping[str, np.ndarray], activation: str) -> Twin:
@@ -267,24 +328,14 @@ def actor_critic_twin(weights: Mapping[str, np.ndarray], activation: str) -> Twi
     else:  # policy and value networks stacked
         both = NumpyMLP.stacked(NumpyMLP.of(weights, "pi_body", activation) + pi_head,
                                 NumpyMLP.of(weights, "vf_body", activation) + vf_head)
-    continuous = "log_std" in weights
-    log_std = weights["log_std"].astype(np.float64) if continuous else np.zeros(0)
-    std = np.exp(log_std).astype(np.float32)
-    log_norm = np.float32(-(log_std.sum() + 0.5 * len(log_std) * np.log(2 * np.pi)))
+    head = gaussian_head(weights["log_std"]) if "log_std" in weights else categorical_head()
+    draw = head.draw
 
-    def act(obs: np.ndarray, streams: RandomStreams, explore: bool) -> Acting:
+    def act(obs: np.ndarray, state: State, streams: RandomStreams, explore: bool) -> Acting:
         both_out = both(obs)
-        out, values = both_out[0], both_out[1, :, 0]
-        if continuous:
-            return (out + std * streams.normal(len(std)) if explore else out), out, values
-        return (gumbel_max(out, streams) if explore else out.argmax(-1)), out, values
-
-    def log_prob(out: np.ndarray, actions: np.ndarray) -> np.ndarray:
-        if not continuous:
-            return pick(log_softmax(out), actions)
-        z = (actions - out) / std  # log N(a; out, std) = -½‖z‖² - Σ log std - ½·d·log 2π
-        return log_norm - np.float32(0.5) * (z * z).sum(-1)
-    return Twin(act, log_prob)
+        out = both_out[0]
+        return draw(out, streams, explore), out, both_out[1, :, 0], state
+    return Twin(act, head.log_prob)
 
 
 def q_network_twin(weights: Mapping[str, np.ndarray], activation: str) -> Twin:
@@ -293,19 +344,16 @@ def q_network_twin(weights: Mapping[str, np.ndarray], activation: str) -> Twin:
     body = NumpyMLP.of(weights, "body", activation) + NumpyMLP.of(weights, "hidden", activation)
     q_head = NumpyMLP.of(weights, "q_head")
     value_head = NumpyMLP.of(weights, "value_head") if "value_head.weight" in weights else None
-    epsilon = float(weights["epsilon"])
+    head = epsilon_greedy_head(float(weights["epsilon"]))
+    draw = head.draw
 
-    def act(obs: np.ndarray, streams: RandomStreams, explore: bool) -> Acting:
+    def act(obs: np.ndarray, state: State, streams: RandomStreams, explore: bool) -> Acting:
         features = body(obs)
         q = q_head(features)
         if value_head is not None:
             q = value_head(features) + q - q.mean(-1, keepdims=True)
-        actions = gumbel_max(epsilon_greedy_logp(q, epsilon), streams) if explore else q.argmax(-1)
-        return actions, q, q.max(-1)
-
-    def log_prob(q: np.ndarray, actions: np.ndarray) -> np.ndarray:
-        return pick(epsilon_greedy_logp(q, epsilon), actions)
-    return Twin(act, log_prob)
+        return draw(q, streams, explore), q, q.max(-1), state
+    return Twin(act, head.log_prob)
 
 
 class NumpyActor:
@@ -329,10 +377,14 @@ class NumpyActor:
         weights = {name: flat[start:end].reshape(shape) for name, start, end, shape in self._slices}
         self._twin = self.build(weights, self.activation)
 
-    def act(self, obs: np.ndarray, streams: RandomStreams, explore: bool) -> Acting:
+    def initial_state(self) -> State:
+        """As :meth:`volley.models.Policy.initial_state`: an MLP has no recurrent state."""
+        return []
+
+    def act(self, obs: np.ndarray, state: State, streams: RandomStreams, explore: bool) -> Acting:
         """As :meth:`volley.models.Policy.act`."""
         assert self._twin is not None, "load() the weights before acting"
-        return self._twin.act(obs, streams, explore)
+        return self._twin.act(obs, state, streams, explore)
 
     def log_prob(self, dist_inputs: np.ndarray, actions: np.ndarray) -> np.ndarray:
         """Log-probabilities of ``actions`` ``[...]`` from the distribution inputs acting returned."""

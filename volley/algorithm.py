@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from volley.callbacks import EpisodeMetrics, Hooks, LearnerMetrics, result_of
+from volley.catalog import build_policy, check_trainable
 from volley.checkpoint import (
     SavedCheckpoint,
     flatten_optimizer,
@@ -35,7 +36,7 @@ from volley.config import AlgorithmConfig
 from volley.engines import WorkerGroup, make_worker_group
 from volley.envs import EnvCreator, SingleEnv, check_env_id, env_actions, registered_creator
 from volley.errors import CheckpointError, ConfigError, TrainingError, did_you_mean
-from volley.models import ActorCritic, Policy, build_policy
+from volley.models import ActorCriticPolicy, Policy
 from volley.optim import Optimizer
 from volley.rllib_results import DEFAULT_POLICY, evaluation_views, training_views
 from volley.rollout.batch import Batch
@@ -54,7 +55,7 @@ class Algorithm(ABC):
     """Base of every algorithm; build one with ``SomeConfig(...).build()``."""
 
     config_class: ClassVar[type[AlgorithmConfig]]
-    policy: Policy  # subclasses name the kind they train (ActorCritic, QNetwork)
+    policy: Policy  # subclasses name the kind they train (ActorCriticPolicy, QNetwork)
     # True where every update goes through reduce_gradients(), so MPI allreduce mode works
     averages_gradients: ClassVar[bool] = False
 
@@ -108,6 +109,17 @@ class Algorithm(ABC):
         self.hooks = Hooks.of(config.callbacks_class)  # the driver's own instance (workers have theirs)
         self.callbacks = self.hooks.callbacks
         self.workers = self.make_workers(registered_creator(config.env))
+        self.eval_workers: WorkerGroup | None = None
+        self._driver_worker: RolloutWorker | None = None
+        try:
+            self._set_up(config)
+        except BaseException:  # found unfit once the workers exist (a custom model, a hook that raised):
+            if config.engine != "mpi":  # end them; MPI ranks fail alike (or the rank hooks abort the job)
+                self.stop()
+            raise
+
+    def _set_up(self, config: AlgorithmConfig) -> None:
+        """The learner's side of :meth:`__init__`, once the workers exist."""
         self.device = torch.device("cuda" if config.num_gpus > 0 and self.workers.learns else "cpu")
         self.observation_space, self.action_space = self.workers.spaces()
         torch.manual_seed(config.seed)  # after local workers exist, so every engine inits alike
@@ -116,6 +128,7 @@ class Algorithm(ABC):
         torch.set_num_threads(1)
         self.preprocess, policy = build_policy(self.observation_space, self.action_space, config.model,
                                                config.network, config.head_hiddens)
+        check_trainable(policy, config.model)
         self.policy = policy.to(self.device)
         torch.set_num_threads(self.learner_threads())
         self.obs_filter = make_filter(config.observation_filter, self.preprocess.shape)
@@ -134,7 +147,6 @@ class Algorithm(ABC):
         self._episode_metrics = EpisodeMetrics(config.metrics_num_episodes_for_smoothing,
                                                config.keep_per_episode_custom_metrics)
         self._learner_metrics = LearnerMetrics()
-        self._driver_worker: RolloutWorker | None = None
         self._results_dir: Path | None = None  # where save() without a path writes
         self._next_sample: Callable[[], list[Any]] | None = None  # sample_ahead's batch in the making
         self._sample_time = 0.0
@@ -144,11 +156,7 @@ class Algorithm(ABC):
         if config.create_env_on_driver and self.is_driver:
             self.driver_worker()  # now, so a broken environment fails at build time
         if self.is_driver:  # as every hook of the driver's: MPI's other ranks run only the workers' hooks
-            try:
-                self.hooks("on_algorithm_init", algorithm=self)
-            except BaseException:
-                self.stop()
-                raise
+            self.hooks("on_algorithm_init", algorithm=self)
 
     # -- what each algorithm writes ------------------------------------------------------------
 
@@ -248,7 +256,7 @@ class Algorithm(ABC):
                        result=self._learner_metrics.new())
         return batch
 
-    def sample_and_apply(self, fn: Callable[[ActorCritic, Batch, AlgorithmConfig], Any],
+    def sample_and_apply(self, fn: Callable[[ActorCriticPolicy, Batch, AlgorithmConfig], Any],
                          num_episodes: int | None = None) -> list[Any]:
         """Every worker samples and returns ``fn(policy, batch, config)`` instead of its batch."""
         pairs = self._call_workers("sample_and_apply", fn, self._per_worker(num_episodes))
@@ -473,20 +481,20 @@ class Algorithm(ABC):
         self.hooks("on_evaluate_end", algorithm=self, evaluation_metrics=evaluation)
         return evaluation
 
-    @torch.inference_mode()
     def compute_single_action(self, obs: Any, explore: bool = False) -> Any:
         """The action for one observation (the most likely one unless ``explore``), as the
-        environment receives it (``normalize_actions``, ``clip_actions``), as in RLlib."""
+        environment receives it (``normalize_actions``, ``clip_actions``), as in RLlib; drawn as
+        the workers draw theirs (:meth:`Policy.act`), with a custom model in eval mode."""
         processed = self.obs_filter(self.preprocess(_batch_of_one(obs), 1), update=False)
-        dist, _ = self.policy(torch.as_tensor(processed, device=self.device))
-        if explore:
-            if not hasattr(self, "_single_streams"):
-                self._single_streams = EnvStreams(self.config.seed, [EVAL_SEED_OFFSET - 1])
-            action = dist.sample(self._single_streams)
-        else:
-            action = dist.mode()
+        streams = self.__dict__.setdefault("_single_streams", EnvStreams(self.config.seed, [EVAL_SEED_OFFSET - 1]))
+        training = self.policy.training
+        self.policy.eval()
+        try:
+            action = self.policy.act(processed, [], streams, explore)[0]
+        finally:
+            self.policy.train(training)
         cfg = self.config
-        return env_actions(action.cpu().numpy(), self.action_space, cfg.normalize_actions, cfg.clip_actions)[0]
+        return env_actions(action, self.action_space, cfg.normalize_actions, cfg.clip_actions)[0]
 
     # -- RLlib's policy API: one policy, "default_policy" ------------------------------------
 

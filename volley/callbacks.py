@@ -30,7 +30,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from volley.errors import CallbackError, ConfigError, shown
-from volley.rllib_compat import unique_name
+from volley.named import unique_name
 
 AGENT_ID = "agent0"  # RLlib's single agent (_DUMMY_AGENT_ID)
 POLICY_ID = "default_policy"

@@ -21,7 +21,8 @@ from typing import Any, ClassVar, Literal
 from volley.callbacks import callbacks_name
 from volley.coercion import coerce, type_name
 from volley.errors import ConfigError, did_you_mean, shown
-from volley.rllib_compat import env_name, rllib_key
+from volley.named import CUSTOM_MODELS, env_name
+from volley.rllib_compat import NOT_PASSED_TO_CUSTOM_MODELS, rllib_key
 from volley.rllib_keys import unset_deprecated
 from volley.schedules import Schedulable, check_schedulable
 
@@ -52,12 +53,20 @@ class ModelConfig:
 
     fcnet_hiddens: list[int] = field(default_factory=lambda: [64, 64],
                                      metadata={"help": "hidden layer sizes of the MLP"})
-    fcnet_activation: Literal["tanh", "relu"] = field(
-        default="tanh", metadata={"help": "activation between MLP layers"})
+    fcnet_activation: Literal["tanh", "relu", "linear"] = field(
+        default="tanh", metadata={"help": "activation between MLP layers ('linear': none)"})
     vf_share_layers: bool = field(
         default=False, metadata={"help": "share the MLP body between policy and value (CNNs always share)"})
     log_std_init: float = field(
         default=0.0, metadata={"help": "initial log standard deviation of a Gaussian policy"})
+    custom_model: str | None = field(
+        default=None, metadata={"help": "a TorchModelV2 class (kept as 'module:QualName') or a name given to "
+                                "ModelCatalog.register_custom_model; None: volley's own network"})
+    custom_model_config: dict = field(
+        default_factory=dict, metadata={"help": "keyword arguments of the custom model's constructor (JSON data)"})
+    rllib_model_keys: dict = field(
+        default_factory=dict, metadata={"help": "RLlib's other model keys set beside a custom_model "
+                                        "(conv_filters, post_fcnet_hiddens, ...): passed in its model_config"})
 
 
 @dataclass(frozen=True)
@@ -380,16 +389,22 @@ class AlgorithmConfig:
             raise ConfigError(f"config key 'model' must be a dict, got {shown(value)}")
         model = copy.deepcopy(self.model)
         hints = typing.get_type_hints(ModelConfig)
+        custom = value.get("custom_model", model.custom_model) is not None
         for key, item in value.items():
             rllib = rllib_key(f"model.{key}", self.algo_names())
             if unset_deprecated(f"model.{key}", item):
                 continue
+            if key == "custom_model" and item is not None and not isinstance(item, str):
+                item = CUSTOM_MODELS.name_of(item)  # a class given directly (RLlib takes either)
             if key in hints:
                 setattr(model, key, coerce(f"model.{key}", item, hints[key]))
+            elif rllib is not None and custom and key not in NOT_PASSED_TO_CUSTOM_MODELS:
+                model.rllib_model_keys = {**model.rllib_model_keys, **coerce(f"model.{key}", {key: item}, dict)}
             elif rllib is not None:
                 rllib.translate(item)  # RLlib's model keys volley has none of: accepted or refused
             else:
-                raise ConfigError(f"unknown model key {key!r}{did_you_mean(str(key), hints)}")
+                hint = "; a custom model's own options go in custom_model_config" if custom else ""
+                raise ConfigError(f"unknown model key {key!r}{did_you_mean(str(key), hints)}{hint}")
         return model
 
     # -- derived values and checks ------------------------------------------------------------
@@ -469,6 +484,9 @@ class AlgorithmConfig:
         for i, width in enumerate(self.model.fcnet_hiddens):
             if width <= 0:
                 raise ConfigError(f"model.fcnet_hiddens[{i}] must be > 0, got {width}")
+        custom = self.model.custom_model
+        if custom is not None and CUSTOM_MODELS.find(custom) is None:
+            raise ConfigError(CUSTOM_MODELS.missing(custom))
         if self.mpi_mode == "allreduce" and self.engine != "mpi":
             raise ConfigError(f"mpi_mode='allreduce' needs engine='mpi', got engine={self.engine!r}")
         if self.clip_rewards is not None and self.clip_rewards is not True and not self.clip_rewards > 0:

@@ -19,13 +19,11 @@ import gymnasium as gym
 import numpy as np
 
 from volley.errors import ConfigError, EnvError, VolleyError, did_you_mean
-from volley.rllib_compat import env_object, missing_env_hint
+from volley.named import ENVIRONMENTS
 
 EnvCreator = Callable[[dict], gym.Env]
 
 ERROR_INFO = "volley_env_error"  # set in the info of a GuardedEnv whose step or reset raised
-
-_CREATORS: dict[str, EnvCreator] = {}
 
 
 def register_env(name: str, creator: EnvCreator) -> None:
@@ -36,13 +34,13 @@ def register_env(name: str, creator: EnvCreator) -> None:
     """
     if not callable(creator):
         raise EnvError(f"register_env('{name}', ...) needs a callable creator, got {creator!r}")
-    _CREATORS[name] = creator
+    ENVIRONMENTS.register(name, creator)
 
 
 def registered_creator(name: str) -> EnvCreator | None:
     """The creator registered under ``name``, or the environment class or function a config was
-    given as ``env`` (named by ``volley.rllib_compat.env_name``); None if neither."""
-    return _CREATORS.get(name) or env_object(name)
+    given as ``env`` (named by ``volley.named.env_name``); None if neither."""
+    return ENVIRONMENTS.find(name)
 
 
 def _load_ale() -> bool:
@@ -66,13 +64,13 @@ def check_env_id(env: str) -> None:
     """Raise an EnvError naming ``env`` (and close ids) unless it can be built."""
     if registered_creator(env) is not None:
         return
-    if env not in gym.registry and (hint := missing_env_hint(env)) is not None:
-        raise EnvError(hint)
+    if env not in gym.registry and ENVIRONMENTS.is_given_name(env):
+        raise EnvError(ENVIRONMENTS.missing(env))
     if env.startswith("ALE/") and not _load_ale():
         raise EnvError(f"environment '{env}' needs ale-py: pip install 'volley-rl[atari]'")
     if env not in gym.registry:
         _load_ale()
-        known = list(gym.registry) + list(_CREATORS)
+        known = list(gym.registry) + list(ENVIRONMENTS.registered)
         raise EnvError(f"unknown environment id '{env}'{did_you_mean(env, known)}")
     if "mujoco" in str(gym.registry[env].entry_point):
         try:

@@ -4,15 +4,17 @@ One :class:`ActorCritic` serves every on-policy algorithm: an MLP for vector
 observations (separate or shared policy and value bodies) or the Nature CNN for
 images, with a categorical head for ``Discrete`` actions and a diagonal Gaussian
 with a state-independent log-std for ``Box`` actions. A :class:`QNetwork` (DQN)
-puts Q-values on the same bodies and acts ε-greedily. Both are a :class:`Policy`:
-workers call them alike (:meth:`Policy.act`), and their weights travel between
-processes as one flat float32 vector.
+puts Q-values on the same bodies (or on a custom model's features) and acts ε-greedily.
+Both are a :class:`Policy`, the one interface workers act with (:meth:`Policy.act`) and
+learners train, as is a user's custom model (:mod:`volley.modelv2`); :mod:`volley.catalog`
+builds each from the spaces and the model config. Their weights travel between processes
+as one flat float32 vector.
 
 Workers act on a few rows at a time, where torch's per-operation overhead (several
 microseconds an op) is most of the cost of a small MLP. So an MLP network acts in numpy
 (:mod:`volley.acting`, which a rollout worker uses without importing torch at all), several
-times cheaper per step; the CNN acts in torch, and all learning is torch's. Sampling is one
-function for both paths.
+times cheaper per step; the CNN and custom models act in torch, and all learning is
+torch's. Sampling is one function for both paths.
 """
 
 from __future__ import annotations
@@ -27,17 +29,19 @@ from torch import nn
 
 from volley.acting import (
     Acting,
-    ObsPreprocessor,
+    Head,
     RandomStreams,
+    State,
     Twin,
     actor_critic_twin,
-    gumbel_max,
-    parameter_shapes,
+    categorical_head,
+    epsilon_greedy_head,
+    gaussian_head,
     policy_outputs,
     q_network_twin,
     q_outputs,
 )
-from volley.config import ModelConfig, NetworkKind
+from volley.config import ModelConfig
 from volley.errors import VolleyError
 
 
@@ -58,10 +62,6 @@ class Categorical:
     def mode(self) -> torch.Tensor:
         return self.logits.argmax(-1)
 
-    def sample(self, streams: RandomStreams) -> torch.Tensor:
-        """Gumbel-max sampling with each environment's own noise, as the numpy actors draw."""
-        return torch.as_tensor(gumbel_max(self.logits.detach().cpu().numpy(), streams))
-
     def kl(self, other: Categorical) -> torch.Tensor:
         return (self.logits.exp() * (self.logits - other.logits)).sum(-1)
 
@@ -71,8 +71,8 @@ class EpsilonGreedy(Categorical):
     the greedy one.
 
     It is the categorical distribution with probabilities ``ε/n + (1 - ε)·[a = argmax Q]``,
-    so workers sample it like any policy (Gumbel-max, each environment's own noise);
-    its mode is the greedy action at every ε.
+    (workers draw from it in numpy: ``volley.acting.epsilon_greedy_head``); its mode is the
+    greedy action at every ε.
     """
 
     def __init__(self, q_values: torch.Tensor, epsilon: float) -> None:
@@ -107,10 +107,6 @@ class DiagGaussian:
     def mode(self) -> torch.Tensor:
         return self.mean
 
-    def sample(self, streams: RandomStreams) -> torch.Tensor:
-        noise = torch.as_tensor(streams.normal(self.mean.shape[-1]), dtype=self.mean.dtype)
-        return self.mean + self.log_std.exp() * noise
-
     def kl(self, other: DiagGaussian) -> torch.Tensor:
         var, other_var = (2 * self.log_std).exp(), (2 * other.log_std).exp()
         return (other.log_std - self.log_std
@@ -121,7 +117,8 @@ Distribution = Categorical | DiagGaussian
 
 # -- networks --------------------------------------------------------------------------------
 
-ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU}  # acting's, in torch
+# acting's, in torch ("linear" keeps an Identity, so a body's Linears stay its even entries)
+ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "linear": nn.Identity}
 
 
 def _layer(n_in: int, n_out: int, gain: float) -> nn.Linear:
@@ -187,9 +184,20 @@ def named_arrays(module: nn.Module) -> dict[str, np.ndarray]:
 
 
 class Policy(nn.Module):
-    """A network workers act with: ``forward(obs)`` gives an action distribution and values
-    ``[B]``; :meth:`act` does the same for acting, numpy in and out; its weights travel
-    between processes as one flat float32 vector."""
+    """The one interface of every network workers act with and learners train: built-in or custom,
+    feed-forward or recurrent (:mod:`volley.catalog` builds them).
+
+    - :meth:`outputs` ``(obs, state, seq_lens) -> (dist_inputs, values, state_out)``: the
+      inputs of the action distribution (logits, a Gaussian's parameters, Q-values), the
+      values ``[B]`` and the recurrent state after these observations;
+    - :meth:`initial_state`: one environment's state at an episode start, a list of arrays
+      without the batch dimension; ``[]`` for a feed-forward network, which ignores ``state``;
+    - :meth:`act` does the same for acting, numpy in and out: an MLP through its numpy twin
+      (:mod:`volley.acting`), anything else in torch, one forward pass for a worker's batch of
+      environments. A worker holds each environment's state and passes it in (see
+      ``RolloutWorker``);
+    - its weights travel between processes as one flat float32 vector.
+    """
 
     def get_flat_weights(self) -> np.ndarray:
         """All parameters as one float32 vector (what workers receive)."""
@@ -202,13 +210,19 @@ class Policy(nn.Module):
                                       self.parameters())
         self._twin: tuple[list[int], Twin] | None = None
 
-    def act(self, obs: np.ndarray, streams: RandomStreams, explore: bool) -> Acting:
-        """Actions for a batch of (filtered) observations ``[B, *obs_shape]``: sampled with each
-        environment's own stream when ``explore``, else the most likely; with the inputs of
-        their distribution (see :meth:`log_prob`) and the values. An MLP acts through its
+    def initial_state(self) -> State:
+        """One environment's recurrent state at the start of an episode: arrays without the batch
+        dimension (RLlib's ``get_initial_state()``); ``[]`` for a feed-forward network."""
+        return []
+
+    def act(self, obs: np.ndarray, state: State, streams: RandomStreams, explore: bool) -> Acting:
+        """Actions for a batch of (filtered) observations ``[B, *obs_shape]`` and the environments'
+        ``state`` (each array ``[B, ...]``): sampled with each environment's own stream when
+        ``explore``, else the most likely; with the inputs of their distribution (see
+        :meth:`log_prob`), the values and the state after this step. An MLP acts through its
         numpy twin, rebuilt whenever the weights changed (set here, or changed in place:
         loaded, or stepped by an optimizer)."""
-        return self._current_twin().act(obs, streams, explore)
+        return self._current_twin().act(obs, state, streams, explore)
 
     def log_prob(self, dist_inputs: np.ndarray, actions: np.ndarray) -> np.ndarray:
         """Log-probabilities of ``actions`` ``[...]`` under the distributions whose inputs
@@ -220,7 +234,7 @@ class Policy(nn.Module):
         versions = [p._version for p in params]  # in-place changes count them
         twin = getattr(self, "_twin", None)
         if twin is None or twin[0] != versions:
-            twin = (versions, self.numpy_twin() or Twin(self._act_in_torch, self._log_prob_in_torch))
+            twin = (versions, self.numpy_twin() or self._torch_twin())
             self._twin = twin
         return twin[1]
 
@@ -228,32 +242,46 @@ class Policy(nn.Module):
         """Acting like :meth:`act` with numpy copies of the weights (None: act in torch)."""
         return None
 
-    def outputs(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The distribution's inputs and the values ``[B]`` for observations ``[B, *obs_shape]``."""
+    def numpy_head(self) -> Head:
+        """The action distribution, in numpy, that acting draws from (its parameters, a fixed
+        log-std or ε, as they are now)."""
+        raise NotImplementedError
+
+    def _torch_twin(self) -> Twin:
+        """Acting with a forward pass in torch (a CNN, a custom model), then the draw in numpy: the
+        forward pass is the only torch work of a step (what :meth:`act` costs beyond it: a
+        conversion of each output to numpy)."""
+        head = self.numpy_head()
+        device = next(self.parameters()).device
+
+        def act(obs: np.ndarray, state: State, streams: RandomStreams, explore: bool) -> Acting:
+            with torch.no_grad():
+                state_in = [torch.as_tensor(s, device=device) for s in state]
+                # RLlib's acting: sequences of one step each when the network is recurrent
+                seq_lens = torch.ones(len(obs), dtype=torch.int32, device=device) if state else None
+                dist_inputs, values, state_out = self.outputs(torch.as_tensor(obs, device=device), state_in,
+                                                              seq_lens)
+            inputs = dist_inputs.cpu().numpy()
+            return (head.draw(inputs, streams, explore), inputs, values.cpu().numpy(),
+                    [s.cpu().numpy() for s in state_out])
+        return Twin(act, head.log_prob)
+
+    def outputs(self, obs: torch.Tensor, state: Sequence[torch.Tensor] = (),
+                seq_lens: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+        """The distribution's inputs, the values ``[B]`` and the state after these observations
+        ``[B, *obs_shape]`` (``state``: each tensor ``[B, ...]``; ``seq_lens``: how many of the rows
+        each sequence holds, for a recurrent network that learns on sequences)."""
         raise NotImplementedError
 
     def distribution_of(self, dist_inputs: torch.Tensor) -> Distribution:
         """The action distribution with these inputs (what :meth:`outputs` gives)."""
         raise NotImplementedError
 
-    def forward(self, obs: torch.Tensor) -> tuple[Distribution, torch.Tensor]:
+    def forward(self, obs: torch.Tensor, state: Sequence[torch.Tensor] = (),
+                seq_lens: torch.Tensor | None = None) -> tuple[Distribution, torch.Tensor]:
         """Action distribution and values ``[B]`` for observations ``[B, *obs_shape]``."""
-        dist_inputs, values = self.outputs(obs)
+        dist_inputs, values, _ = self.outputs(obs, state, seq_lens)
         return self.distribution_of(dist_inputs), values
-
-    @torch.inference_mode()
-    def _act_in_torch(self, obs: np.ndarray, streams: RandomStreams, explore: bool) -> Acting:
-        device = next(self.parameters()).device
-        dist_inputs, values = self.outputs(torch.as_tensor(obs, device=device))
-        dist = self.distribution_of(dist_inputs)
-        actions = dist.sample(streams) if explore else dist.mode()
-        return actions.cpu().numpy(), dist_inputs.cpu().numpy(), values.cpu().numpy()
-
-    @torch.inference_mode()
-    def _log_prob_in_torch(self, dist_inputs: np.ndarray, actions: np.ndarray) -> np.ndarray:
-        device = next(self.parameters()).device
-        dist = self.distribution_of(torch.as_tensor(dist_inputs, device=device))
-        return dist.log_prob(torch.as_tensor(actions, device=device)).cpu().numpy()
 
     def get_weights(self) -> dict[str, np.ndarray]:
         """Every tensor of the network by name, as numpy copies (RLlib's ``policy.get_weights()``)."""
@@ -274,8 +302,29 @@ class Policy(nn.Module):
         self.load_state_dict({name: torch.tensor(np.asarray(value)) for name, value in weights.items()})
 
 
-class ActorCritic(Policy):
-    """Policy and value function over one observation encoding."""
+class ActorCriticPolicy(Policy):
+    """A policy with a value function beside it: what PPO, PG and TRPO train. PG and TRPO step the
+    policy and fit the value function apart, so it also gives each alone and their parameters."""
+
+    def distribution(self, obs: torch.Tensor) -> Distribution:
+        """The action distribution alone: what a policy step reads (TRPO's, PG's)."""
+        raise NotImplementedError
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        """The values ``[B]`` alone: what a value-function fit reads."""
+        raise NotImplementedError
+
+    def policy_parameters(self) -> list[nn.Parameter]:
+        """Parameters the action distribution depends on (a shared body included)."""
+        raise NotImplementedError
+
+    def value_parameters(self) -> list[nn.Parameter]:
+        """Parameters only the value function uses (just the head when the body is shared)."""
+        raise NotImplementedError
+
+
+class ActorCritic(ActorCriticPolicy):
+    """volley's own policy and value function over one observation encoding (MLP or Nature CNN)."""
 
     def __init__(self, obs_shape: tuple[int, ...], is_image: bool, action_space: gym.Space,
                  model: ModelConfig) -> None:
@@ -288,11 +337,12 @@ class ActorCritic(Policy):
         self.vf_head = _layer(n_feat, 1, 1.0)
         self.log_std = nn.Parameter(torch.full((n_out,), model.log_std_init)) if self.continuous else None
 
-    def outputs(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Logits (or the Gaussian's mean) and values."""
+    def outputs(self, obs: torch.Tensor, state: Sequence[torch.Tensor] = (),
+                seq_lens: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+        """Logits (or the Gaussian's mean) and values; feed-forward, so no state."""
         features = self.pi_body(obs)
         value_features = features if self.vf_body is None else self.vf_body(obs)
-        return self.pi_head(features), self.vf_head(value_features).squeeze(-1)
+        return self.pi_head(features), self.vf_head(value_features).squeeze(-1), []
 
     def distribution(self, obs: torch.Tensor) -> Distribution:
         """The action distribution alone: what a policy step reads (TRPO's, PG's), without the
@@ -311,13 +361,14 @@ class ActorCritic(Policy):
             return None
         return actor_critic_twin(named_arrays(self), self.activation)
 
+    def numpy_head(self) -> Head:
+        return categorical_head() if self.log_std is None else gaussian_head(self.log_std.detach().cpu().numpy())
+
     def policy_parameters(self) -> list[nn.Parameter]:
-        """Parameters the action distribution depends on (a shared body included)."""
         params = [*self.pi_body.parameters(), *self.pi_head.parameters()]
         return params + ([self.log_std] if self.log_std is not None else [])
 
     def value_parameters(self) -> list[nn.Parameter]:
-        """Parameters only the value function uses (just the head when the body is shared)."""
         body = [] if self.vf_body is None else list(self.vf_body.parameters())
         return body + list(self.vf_head.parameters())
 
@@ -325,18 +376,20 @@ class ActorCritic(Policy):
 class QNetwork(Policy):
     """Q-values ``[B, n]`` for ``Discrete`` actions (DQN), acting ε-greedily.
 
-    A linear head on the MLP or Nature-CNN body, or with ``dueling`` two streams,
+    A linear head on the MLP, Nature-CNN or custom body, or with ``dueling`` two streams,
     ``Q = V + A - mean(A)`` (Wang et al., 2016). ε is a parameter that no optimizer
     touches: it travels with the flat weights, so every worker explores with the
     learner's current ε on every engine.
     """
 
-    def __init__(self, obs_shape: tuple[int, ...], is_image: bool, action_space: gym.Space,
-                 model: ModelConfig, dueling: bool, hiddens: Sequence[int] = ()) -> None:
+    def __init__(self, body: nn.Module, n_feat: int, action_space: gym.Space, model: ModelConfig,
+                 dueling: bool, hiddens: Sequence[int] = ()) -> None:
+        """``body`` turns observations into ``n_feat`` features: :func:`trunk`'s MLP or CNN, or a
+        custom model (:mod:`volley.modelv2`)."""
         super().__init__()
         n_actions = q_outputs(action_space)
         self.activation = model.fcnet_activation
-        self.body, n_feat = trunk(obs_shape, is_image, model)
+        self.body = body
         # hidden layers on the body (RLlib's DQN hiddens); empty by default, so holding no weights
         self.hidden = mlp(n_feat, hiddens, model.fcnet_activation)
         n_feat = hiddens[-1] if hiddens else n_feat
@@ -352,19 +405,23 @@ class QNetwork(Policy):
             return out
         return self.value_head(features) + out - out.mean(-1, keepdim=True)
 
-    def outputs(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Q-values and the greedy values ``max_a Q``."""
+    def outputs(self, obs: torch.Tensor, state: Sequence[torch.Tensor] = (),
+                seq_lens: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+        """Q-values and the greedy values ``max_a Q``; feed-forward, so no state."""
         q = self.q_values(obs)
-        return q, q.max(-1).values
+        return q, q.max(-1).values, []
 
     def distribution_of(self, dist_inputs: torch.Tensor) -> Distribution:
         """The ε-greedy distribution over Q-values ``dist_inputs``."""
         return EpsilonGreedy(dist_inputs, self.epsilon.item())
 
     def numpy_twin(self) -> Twin | None:
-        if not isinstance(self.body, nn.Sequential):  # the CNN acts in torch
+        if not isinstance(self.body, nn.Sequential):  # the CNN and custom bodies act in torch
             return None
         return q_network_twin(named_arrays(self), self.activation)
+
+    def numpy_head(self) -> Head:
+        return epsilon_greedy_head(self.epsilon.item())
 
     def q_parameters(self) -> list[nn.Parameter]:
         """Everything the optimizer trains: all parameters but ε."""
@@ -373,22 +430,3 @@ class QNetwork(Policy):
     def set_epsilon(self, epsilon: float) -> None:
         with torch.no_grad():
             self.epsilon.fill_(epsilon)
-
-
-def build_policy(obs_space: gym.Space, action_space: gym.Space, model: ModelConfig,
-                 network: NetworkKind = "actor_critic", head_hiddens: Sequence[int] = ()
-                 ) -> tuple[ObsPreprocessor, Policy]:
-    """The preprocessor and the network for a pair of spaces; a clear error for others.
-    ``head_hiddens`` are a Q-network's layers between its body and its Q-values."""
-    pre = ObsPreprocessor(obs_space)
-    policy: Policy
-    if network == "actor_critic":
-        policy = ActorCritic(pre.shape, pre.is_image, action_space, model)
-    else:
-        policy = QNetwork(pre.shape, pre.is_image, action_space, model, dueling=network == "dueling_q",
-                          hiddens=head_hiddens)
-    if not pre.is_image:  # workers slice its flat weights by this layout, without torch
-        layout = parameter_shapes(pre.shape[0], action_space, model, network, head_hiddens)
-        assert [(name, tuple(p.shape)) for name, p in policy.named_parameters()] == layout, \
-            "volley.acting.parameter_shapes no longer describes this network"
-    return pre, policy

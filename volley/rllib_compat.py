@@ -23,21 +23,18 @@ from the dump of RLlib in ``volley/rllib_keys.json``); this table takes them in,
 key of the dump has a line. ``docs/generate.py`` writes docs/rllib.md from the table and
 the config classes, ``tests/unit/test_rllib.py`` sets every entry through its builder
 method, and ``tests/unit/test_rllib_keys.py`` feeds it every key of the dump at RLlib's
-default, so the page, the table, the code and RLlib cannot drift apart. The module also
-names environment classes and creator functions given as ``env`` (:func:`env_name`);
-RLlib's result keys are in ``volley.rllib_results``. It sits in the config layer and
-imports nothing of volley but ``errors`` and ``rllib_keys``.
+default, so the page, the table, the code and RLlib cannot drift apart. RLlib's result keys
+are in ``volley.rllib_results``; environment and model classes given as objects are named
+by ``volley.named``. It sits in the config layer and imports nothing of volley but
+``errors`` and ``rllib_keys``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
-import sys
-import types
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from typing import Any
-
-import gymnasium as gym
 
 from volley.errors import ConfigError, did_you_mean, shown
 from volley.rllib_keys import (
@@ -496,10 +493,14 @@ RLLIB_KEYS: list[RLlibKey] = [
     accepted("model.free_log_std", ("model",), "volley's Gaussian policies always learn a state-independent "
              "log std (log_std_init), which is RLlib's True; RLlib's default False makes it an output of the "
              "network", example=True),
-    refused("model.custom_model", ("model",), "volley builds its own networks from fcnet_hiddens, "
-            "fcnet_activation and vf_share_layers", allowed=(None,), example="my_model"),
-    refused("model.custom_model_config", ("model",), "volley has no custom models", allowed=({},),
-            example={"size": 3}),
+    translated("model.custom_model", ("model",), lambda v: {"model": {"custom_model": v}}, ("model",),
+               "`model.custom_model`: a `TorchModelV2` subclass (kept as `'module:QualName'`) or a name given "
+               "to `ModelCatalog.register_custom_model`; its outputs are the action distribution's inputs "
+               "(PPO, PG, TRPO) or the features under the Q head (DQN, Ape-X); it acts in torch on every "
+               "engine ([extending.md](extending.md))", example="my_model"),
+    translated("model.custom_model_config", ("model",), lambda v: {"model": {"custom_model_config": v}},
+               ("model",), "`model.custom_model_config`: keyword arguments of the custom model's "
+               "constructor (JSON data)", example={"size": 3}),
     refused("model.custom_action_dist", ("model",), "volley's distributions are categorical and "
             "diagonal Gaussian", allowed=(None,), example="dist"),
     refused("model.dim", ("model",), "ALE pixels are 84x84 with atari_preprocessing='deepmind'",
@@ -508,13 +509,28 @@ RLLIB_KEYS: list[RLlibKey] = [
             allowed=(True,), example=False),
 ]
 
-
-
 RLLIB_KEYS += DUMP_KEYS  # the rest of what RLlib's to_dict() holds (volley/rllib_keys.py)
 # RLlib's to_dict() holds these public keys under their attribute's name
 RLLIB_KEYS += [stored_as(entry, f"_{entry.name}") for entry in list(RLLIB_KEYS) if entry.name in (
     "is_atari", "learner_class", "model_config", "rl_module_spec", "env_to_module_connector",
     "module_to_env_connector", "learner_connector", "train_batch_size_per_learner")]
+
+# RLlib's model keys that change what volley builds around a custom model, so are never just passed
+# to it: refused as volley's own networks refuse them (recurrent wrappers come with issue 34)
+NOT_PASSED_TO_CUSTOM_MODELS = ("use_lstm", "use_attention", "custom_action_dist")
+
+
+def _passed_to_custom_models(entries: list[RLlibKey]) -> list[RLlibKey]:
+    """The table with what its model keys do beside a ``custom_model`` said: volley's networks do not
+    read them, a custom model gets them in its ``model_config`` (``ModelConfig.rllib_model_keys``)."""
+    def passed(entry: RLlibKey) -> bool:
+        return (entry.name.startswith("model.") and entry.kind in ("refused", "accepted")
+                and entry.name.removeprefix("model.") not in NOT_PASSED_TO_CUSTOM_MODELS)
+    return [dataclasses.replace(entry, volley=f"{entry.volley}; beside a custom_model, any value is passed "
+                                "to it in model_config") if passed(entry) else entry for entry in entries]
+
+
+RLLIB_KEYS = _passed_to_custom_models(RLLIB_KEYS)
 
 BUILDER_GROUPS = ("environment", "rollouts", "resources", "learners", "framework", "api_stack", "debugging",
                   "reporting", "evaluation", "exploration", "training", "fault_tolerance", "multi_agent",
@@ -535,65 +551,3 @@ def takes(entry: RLlibKey, fields: Collection[str], algo_names: Collection[str])
     if entry.kind == "same":
         return entry.name in fields
     return rllib_key(entry.name, algo_names, fields) is entry
-
-
-# -- environments given as a class or a function ---------------------------------------------------
-
-_ENV_OBJECTS: dict[str, Callable[..., Any]] = {}
-
-
-def env_name(env: Any) -> str:
-    """The name a config keeps for an environment class or creator function given as ``env``.
-
-    RLlib takes a ``gymnasium.Env`` subclass or a function of ``env_config`` where volley's
-    configs (and checkpoints) hold a string. The name is ``"module:QualName"``: a config
-    restored in another process finds the class there again, if its module was imported
-    (:func:`env_object`). A second, different object with the same name (two lambdas in one
-    module) gets ``"#2"`` added. It is called like a ``register_env`` creator,
-    ``env(env_config)``, and travels to Ray workers the same way.
-    """
-    if not callable(env):
-        raise ConfigError(f"config key 'env' must be a Gymnasium id, a name given to register_env, a "
-                          f"gymnasium.Env subclass or a creator function, got {shown(env)}")
-    return unique_name(env, _ENV_OBJECTS)
-
-
-def unique_name(obj: Any, registry: dict[str, Any]) -> str:
-    """``"module:QualName"`` of a class or function, filed under that name in ``registry``; a
-    second, different object with the same name gets ``"#2"`` added (``"#3"``, ...)."""
-    base = f"{getattr(obj, '__module__', None) or '__main__'}:{getattr(obj, '__qualname__', type(obj).__name__)}"
-    name, copies = base, 1
-    while registry.setdefault(name, obj) is not obj:
-        copies += 1
-        name = f"{base}#{copies}"
-    return name
-
-
-def env_object(name: str) -> Callable[..., Any] | None:
-    """The class or function behind a name :func:`env_name` gave: registered in this process, or,
-    for a config restored from a checkpoint, found again where this process has it already: a
-    ``gymnasium.Env`` subclass in an imported module, or a function of the running script
-    (``__main__``). Nothing is imported and nothing else is called: a checkpoint never chooses the
-    code that runs. None if there is none."""
-    if name in _ENV_OBJECTS:
-        return _ENV_OBJECTS[name]
-    module, sep, qualname = name.partition(":")
-    found: Any = sys.modules.get(module) if sep else None
-    for part in qualname.split("."):
-        found = getattr(found, part, None)
-    is_env_class = isinstance(found, type) and issubclass(found, gym.Env)
-    if not is_env_class and not (isinstance(found, types.FunctionType) and module == "__main__"):
-        return None
-    _ENV_OBJECTS[name] = found
-    return found
-
-
-def missing_env_hint(name: str) -> str | None:
-    """Why an ``env`` named like :func:`env_name`'s names cannot be found, and what to do."""
-    module, sep, qualname = name.partition(":")
-    if not sep or not module.replace(".", "_").isidentifier():
-        return None
-    short = qualname.split(".")[-1].split("#")[0]
-    return (f"environment '{name}' was a class or function given as env in the process that made this "
-            f"config, and this process has no {short} in module '{module}': import or define it first "
-            f"and pass it again (config.environment(env={short})), or register_env('{name}', creator)")

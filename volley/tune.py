@@ -38,7 +38,9 @@ from volley.config import AlgorithmConfig
 from volley.engines.ray_engine import as_trial, ship_by_value, trial_resources
 from volley.errors import ConfigError
 from volley.logging import ResultLogger
+from volley.named import CUSTOM_MODELS, ENVIRONMENTS
 
+NAMED = {"env": ENVIRONMENTS, "custom_model": CUSTOM_MODELS}
 METRIC = "episode_reward_mean"
 
 
@@ -47,13 +49,19 @@ class VolleyTrainable(tune.Trainable):
 
     base_config: ClassVar[dict[str, Any]]
     config_class: ClassVar[type[AlgorithmConfig]]
-    # the callbacks classes base_config names: they travel with this class to the trial's process
+    # the callbacks classes base_config names, and the user's named objects (environment creators,
+    # custom model classes) by kind and name: they travel to the trial's process with this class,
+    # as a rollout worker's recipe carries them
     callbacks_classes: ClassVar[dict[str, type[DefaultCallbacks]]] = {}
+    user_objects: ClassVar[dict[str, dict[str, Any]]] = {}
 
     @classmethod
     def algorithm_config(cls, params: dict[str, Any]) -> AlgorithmConfig:
         """The base config with a trial's ``params`` (config keys) applied, as a trial runs it."""
         remember(cls.callbacks_classes)
+        for kind, objects in cls.user_objects.items():
+            for name, user_object in objects.items():
+                NAMED[kind].register(name, user_object)
         return as_trial(cls.config_class.from_dict(cls.base_config).update(**params))
 
     @classmethod
@@ -98,10 +106,15 @@ def trainable(algo: str | type[Algorithm] | AlgorithmConfig) -> type[VolleyTrain
         base = get_config_class(algo)() if isinstance(algo, str) else algo.copy()
     name = f"Volley{type(base).__name__.removesuffix('Config')}"
     callbacks = classes_named(base.callbacks_class)
-    for cls in callbacks.values():
-        ship_by_value(cls)  # a class of a script or test goes to the trial's process by value
+    user_objects = {kind: dict(named.registered) for kind, named in NAMED.items()}
+    for kind, given in (("env", base.env), ("custom_model", base.model.custom_model)):
+        found = NAMED[kind].find(given) if given is not None else None
+        if given is not None and found is not None:
+            user_objects[kind][given] = found
+    for user_object in [*callbacks.values(), *(o for objects in user_objects.values() for o in objects.values())]:
+        ship_by_value(user_object)  # a script's or test file's module goes to the trial's process by value
     return type(name, (VolleyTrainable,), {"base_config": base.to_dict(), "config_class": type(base),
-                                           "callbacks_classes": callbacks})
+                                           "callbacks_classes": callbacks, "user_objects": user_objects})
 
 
 def register_rllib_names() -> None:

@@ -82,3 +82,11 @@ def test_custom_metrics_callbacks_reach_progress_and_tensorboard(tmp_path):
     assert angle[-1].value == np.float32(last["custom_metrics"]["pole_angle_mean"])
     histogram = events.Histograms("volley/hist_stats/pole_angles")[-1].histogram_value
     assert histogram.num == len(last["hist_stats"]["pole_angles"])
+
+
+def test_the_custom_dict_observation_model_trains_and_acts():
+    out = run_example("custom_model_dict_obs.py", "--iters", "2")
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = [line for line in out.stdout.splitlines() if line.startswith("iteration")]
+    assert len(lines) == 2 and re.match(r"iteration 2: return [\d.]+, \d+ steps", lines[1]), lines
+    assert re.search(r"^pole leaning right: action [01] \(1 pushes the cart right\)$", out.stdout, re.M)

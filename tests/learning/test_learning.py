@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import math
 
-from volley import PPOConfig
+import numpy as np
+import pytest
+from custom_models import TorchCustomModel
+
+from volley import ModelCatalog, PPOConfig
 
 
 def train_until(algo, reward: float, max_steps: int) -> dict:
@@ -157,3 +161,29 @@ def test_apex_dqn_two_acting_workers_one_shard_reach_475(ray_session):
         algo.stop()
     assert result["episode_reward_mean"] >= 475, result
     assert result["num_worker_restarts"] == 0 and result["replay_size"] > 0
+
+
+# -- a custom model, as RLlib's docs write one (tests/custom_models.py) -----------------------
+
+
+@pytest.mark.parametrize("engine", ["local", "ray"])
+def test_a_custom_model_learns_cartpole_to_475(engine, request):
+    if engine == "ray":
+        request.getfixturevalue("ray_session")
+    ModelCatalog.register_custom_model("my_model", TorchCustomModel)
+    config = (PPOConfig().environment("CartPole-v1").resources(engine=engine)
+              .env_runners(num_env_runners=2 if engine == "ray" else 0)
+              .training(model={"custom_model": "my_model", "vf_share_layers": False}).debugging(seed=0))
+    algo = config.build()
+    before = algo.policy.get_flat_weights()
+    assert isinstance(algo.policy.model, TorchCustomModel)
+    after = None
+    try:
+        result = {}
+        while not result or (result["timesteps_total"] < 150_000 and not result["episode_reward_mean"] >= 475):
+            result = algo.train()
+        after = algo.policy.get_flat_weights()
+    finally:
+        algo.stop()
+    assert result["episode_reward_mean"] >= 475, result
+    assert np.abs(after - before).max() > 0.1  # its weights, trained

@@ -15,6 +15,9 @@
                           rank 0 prints each last result's custom_metrics, hist_stats and
                           episode_len_mean as a JSON line
     callback_fails_on_rank_1  a callbacks hook that raises on rank 1 only
+    custom_model          the Dict-observation custom model of examples/custom_model_dict_obs.py,
+                          2 iterations in gather mode, then 2 in allreduce mode; prints how far
+                          the weights moved and the largest difference between the replicas
 
 Each is written the way a user's script is: install the rank hooks first, then build on
 every rank; rank 0 (``algo.is_driver``) trains and the others serve it.
@@ -154,6 +157,31 @@ def train_until_on_every_rank(run_dir: str) -> None:
         print(f"rank {os.environ.get('PMI_RANK')}: {outcome.reason}, iteration {algo.iteration}", flush=True)
 
 
+def custom_model() -> None:
+    """Registered on every rank, as a script does; the model reads the Dict observation's parts."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("example", Path(__file__).parents[2] / "examples" /
+                                                  "custom_model_dict_obs.py")
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    for mode in ("gather", "allreduce"):
+        config = (example.config(0).rollouts(num_workers="auto", num_envs_per_worker=2)
+                  .resources(engine="mpi", mpi_mode=mode).training(train_batch_size=200, minibatch_size=50))
+        with config.build() as algo:
+            if not algo.is_driver:
+                algo.serve_forever()
+                continue
+            start = algo.policy.get_flat_weights()
+            for _ in range(2):
+                algo.train()
+            replicas = algo.workers.replica_weights(algo.policy.get_flat_weights()) if mode == "allreduce" else []
+            print(f"custom {mode} moved {np.abs(algo.policy.get_flat_weights() - start).max():.6f} maxdiff "
+                  f"{float(max([np.abs(w - replicas[0]).max() for w in replicas], default=0.0))!r} "
+                  f"replicas {len(replicas)}", flush=True)
+
+
 def train_on_rank_1() -> None:
     with ppo().build() as algo:
         algo.train()
@@ -165,4 +193,4 @@ if __name__ == "__main__":
      "fail_on_rank_1": fail_on_rank_1, "train_until": train_until_on_every_rank,
      "resume_allreduce": resume_allreduce,
      "train_on_rank_1": train_on_rank_1, "callbacks": callbacks,
-     "callback_fails_on_rank_1": callback_fails_on_rank_1}[sys.argv[1]](*sys.argv[2:])
+     "callback_fails_on_rank_1": callback_fails_on_rank_1, "custom_model": custom_model}[sys.argv[1]](*sys.argv[2:])

@@ -177,3 +177,15 @@ def test_allreduce_mode_is_refused_for_trpo():
 
     with pytest.raises(ConfigError, match="mpi_mode='allreduce' is for PPO and PG, not TRPO"):
         TRPOConfig().environment("CartPole-v1").resources(engine="mpi", mpi_mode="allreduce").build()
+
+
+def test_a_custom_model_trains_in_gather_and_allreduce_modes():
+    """RLlib's protocol on MPI ranks: the model registered by the script every rank runs, its Dict
+    observations restored on every rank, replicas identical in allreduce mode."""
+    out = mpiexec("custom_model")
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = {line.split()[1]: line.split() for line in out.stdout.splitlines() if line.startswith("custom")}
+    assert sorted(lines) == ["allreduce", "gather"]
+    for words in lines.values():
+        assert float(words[3]) > 1e-4  # the weights moved
+    assert lines["allreduce"][5:] == ["0.0", "replicas", "2"]  # bit-for-bit the same on both ranks

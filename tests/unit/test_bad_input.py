@@ -133,7 +133,7 @@ def test_non_finite_and_huge_floats_are_named(value, shown):
 
 def test_model_config_instances_are_checked_like_dicts():
     bad = dataclasses.replace(ModelConfig(), fcnet_activation="gelu")  # type: ignore[arg-type]
-    with pytest.raises(ConfigError, match="'model.fcnet_activation' must be 'tanh' or 'relu', got 'gelu'"):
+    with pytest.raises(ConfigError, match="'model.fcnet_activation' must be 'tanh' or 'relu' or 'linear', got 'gelu'"):
         CONFIGS[0]().training(model=bad)
 
 

@@ -19,13 +19,13 @@ import torch
 from volley.algorithm import Algorithm
 from volley.algorithm_configs import PGConfig
 from volley.config import AlgorithmConfig
-from volley.models import ActorCritic
+from volley.models import ActorCriticPolicy
 from volley.optim import RMSprop
 from volley.rollout.advantages import returns_columns
 from volley.rollout.batch import Batch
 
 
-def gradient_pieces(policy: ActorCritic, batch: Batch, config: AlgorithmConfig
+def gradient_pieces(policy: ActorCriticPolicy, batch: Batch, config: AlgorithmConfig
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Worker-side, mode "gradients": ``g₁ = Σ G_t ∇log π_t``, ``g₀ = Σ ∇log π_t`` and the sums
     ``(N, ΣG, ΣG², ΣG·log π, Σlog π)``: all the learner needs for the standardised gradient."""
@@ -46,7 +46,7 @@ class PG(Algorithm):
 
     config_class = PGConfig
     config: PGConfig
-    policy: ActorCritic
+    policy: ActorCriticPolicy
     averages_gradients = True
 
     # worker-side: Monte-Carlo returns (torch-free, so a samples-mode worker never imports torch)

@@ -23,7 +23,8 @@ import torch
 
 from volley.algorithm import Algorithm
 from volley.algorithm_configs import TRPOConfig
-from volley.models import ActorCritic, Distribution
+from volley.errors import ConfigError
+from volley.models import ActorCriticPolicy, Distribution
 from volley.optim import Adam, Optimizer
 from volley.rollout.advantages import explained_variance, gae_columns
 from volley.rollout.batch import Batch
@@ -40,11 +41,16 @@ class TRPO(Algorithm):
 
     config_class = TRPOConfig
     config: TRPOConfig
-    policy: ActorCritic
+    policy: ActorCriticPolicy
 
     postprocess = staticmethod(gae_columns)  # worker-side: GAE advantages and value targets
 
     def setup(self) -> None:
+        if not self.policy.value_parameters():
+            raise ConfigError(f"custom model {self.config.model.custom_model!r} has no value-function "
+                              "parameters of its own: TRPO's natural-gradient step moves every parameter "
+                              "the action distribution depends on and fits the value function apart, so "
+                              "give value_function() a branch or at least a head of its own")
         self.vf_optimizer = Adam(self.policy.value_parameters(), lr=self.config.vf_lr)
 
     def optimizers(self) -> dict[str, Optimizer]:

@@ -19,6 +19,7 @@ import numpy as np
 from volley.callbacks import DefaultCallbacks, callbacks_class_of
 from volley.config import AlgorithmConfig, RolloutPlan
 from volley.envs import EnvCreator
+from volley.named import CUSTOM_MODELS
 from volley.replay import Prioritization
 from volley.rollout.batch import Batch
 from volley.rollout.worker import Postprocess, RolloutWorker, SampleResult
@@ -51,16 +52,22 @@ class WorkerRecipe:
     env_creator: EnvCreator | None
     seed_offset: int = 0  # added to every environment index (evaluation workers have their own)
     callbacks_class: type[DefaultCallbacks] | None = None  # default: the class the config names
+    # the class of config.model.custom_model, found where the recipe is made (the driver, every MPI
+    # rank): it travels to Ray workers with the recipe, as the environment creator does
+    model_class: type | None = None
 
     def __post_init__(self) -> None:
         if self.callbacks_class is None:
             object.__setattr__(self, "callbacks_class", callbacks_class_of(self.config.callbacks_class))
+        name = self.config.model.custom_model
+        if self.model_class is None and name is not None:
+            object.__setattr__(self, "model_class", CUSTOM_MODELS.find(name))
 
     def build(self, index: int, slot: int | None = None) -> RolloutWorker:
         """Worker ``index``; ``slot`` (default ``index``) picks its environments' seeds."""
         return RolloutWorker(self.config, index, self.postprocess, self.env_creator,
                              seed_offset=self.seed_offset, plan=self.plan, slot=slot,
-                             callbacks_class=self.callbacks_class)
+                             model_class=self.model_class, callbacks_class=self.callbacks_class)
 
 
 class WorkerGroup(ABC):

@@ -33,19 +33,18 @@ from volley.config import AlgorithmConfig
 from volley.engines import ray_boot, ray_reaper
 from volley.engines.actor_manager import ActorManager, ManagedWorkers, RestartPolicy
 from volley.engines.base import WorkerGroup, WorkerRecipe
-from volley.envs import EnvCreator
 from volley.errors import ConfigError
 
 
-def ship_by_value(env_creator: EnvCreator | type | None) -> None:
-    """Send a registered creator's (or a callbacks class's) module to the workers by value
-    unless it is installed.
+def ship_by_value(user_object: Any) -> None:
+    """Send the module of a user's object (an environment creator, a model or callbacks class) to
+    the workers by value unless it is installed.
 
-    A creator defined in a script, a test file or a notebook helper module is not
-    importable by Ray's worker processes; pickling its module by value makes
-    ``register_env`` work there without any setup.
+    An object defined in a script, a test file or a notebook helper module is not importable by
+    Ray's worker processes; pickling its module by value makes ``register_env`` and
+    ``ModelCatalog.register_custom_model`` work there without any setup.
     """
-    module = sys.modules.get(getattr(env_creator, "__module__", "") or "")
+    module = sys.modules.get(getattr(user_object, "__module__", "") or "")
     path = getattr(module, "__file__", None)
     if module is None or path is None or module.__name__ == "__main__":
         return
@@ -55,10 +54,20 @@ def ship_by_value(env_creator: EnvCreator | type | None) -> None:
 
 
 def ship_recipe(recipe: WorkerRecipe) -> None:
-    """Make what a recipe carries travel to Ray's workers: its creator and callbacks classes by
-    value where the workers could not import them, and a ConfigError naming a callbacks class
-    that cannot be pickled at all (before any actor starts)."""
-    ship_by_value(recipe.env_creator)
+    """Make the user's code a recipe holds (environment creator, custom model class, callbacks
+    classes) reach Ray's workers; a ConfigError naming it if it cannot be pickled (a lock or an open
+    file among a class's attributes), before any actor starts."""
+    for what, user_object in (("environment creator", recipe.env_creator), ("custom model", recipe.model_class)):
+        if user_object is None:
+            continue
+        ship_by_value(user_object)
+        try:
+            ray.cloudpickle.dumps(user_object)
+        except Exception as exc:
+            name = getattr(user_object, "__qualname__", repr(user_object))
+            raise ConfigError(f"{what} {name} cannot be pickled for the Ray workers: {type(exc).__name__}: "
+                              f"{exc}; define it at module level without unpicklable attributes, or use "
+                              "engine='local'") from None
     callbacks = recipe.callbacks_class
     if callbacks is None:
         return

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 import numpy as np
 
-from volley.acting import Acting, NumpyActor, ObsPreprocessor
+from volley.acting import Acting, NumpyActor, ObsPreprocessor, State
 from volley.callbacks import EPISODE_HOOKS, DefaultCallbacks, EpisodeRecord, Hooks
 from volley.config import AlgorithmConfig, RolloutPlan
 from volley.envs import (
@@ -45,6 +45,7 @@ from volley.envs import (
     reset_seeded,
 )
 from volley.errors import EnvError, VolleyError
+from volley.named import CUSTOM_MODELS
 from volley.rollout.batch import Batch
 from volley.rollout.episodes import EpisodeTracker, sub_environments_created
 from volley.rollout.filters import FilterStats, RewardNormalizer, make_filter
@@ -114,12 +115,14 @@ class RolloutWorker:
     def __init__(self, config: AlgorithmConfig, worker_index: int, postprocess: Postprocess,
                  env_creator: EnvCreator | None = None, num_envs: int | None = None,
                  seed_offset: int = 0, render_mode: str | None = None, *, plan: RolloutPlan,
-                 slot: int | None = None, callbacks_class: type[DefaultCallbacks] | None = None) -> None:
+                 slot: int | None = None, model_class: type | None = None,
+                 callbacks_class: type[DefaultCallbacks] | None = None) -> None:
         """``plan`` holds the sizes the driver resolved (never resolved again here). ``slot`` is
         this worker's place among all workers ever created (default ``worker_index``): a
         replacement gets a new one, so its environments ``slot·N … slot·N + N − 1`` take seeds
-        no other environment had. ``callbacks_class`` is the one ``config`` names (found in
-        this process when not given)."""
+        no other environment had. ``model_class`` is the class of ``config.model.custom_model``
+        (the recipe brings it; None: found by name in this process); ``callbacks_class`` the one
+        ``config`` names (found in this process when not given)."""
         self.config = config
         self.worker_index = worker_index
         self.num_workers = plan.num_workers
@@ -139,12 +142,18 @@ class RolloutWorker:
         if config.normalize_actions:
             check_normalizable(self.action_space, config.env)
         self.preprocess = ObsPreprocessor(self.observation_space)
-        # An MLP acts in numpy; the torch network is built only when something needs it (a CNN's
-        # forward pass, an algorithm's worker-side function), so a worker that only acts through
-        # an MLP never imports torch: about a second less to start each Ray worker.
-        self.actor = None if self.preprocess.is_image else NumpyActor(
+        custom = config.model.custom_model
+        self.model_class = model_class or (CUSTOM_MODELS.find(custom) if custom is not None else None)
+        # volley's MLP acts in numpy; the torch network is built only when something needs it (a
+        # CNN's or a custom model's forward pass, an algorithm's worker-side function), so a worker
+        # that only acts through an MLP never imports torch: a second less to start each Ray worker.
+        self.actor = None if self.preprocess.is_image or custom is not None else NumpyActor(
             self.preprocess.shape[0], self.action_space, config.model, config.network, config.head_hiddens)
         self._policy: Policy | None = None
+        # each environment's recurrent state, one array [N, ...] per tensor of the network's state:
+        # fed to every forward pass, reset to the initial state where an episode starts; [] for a
+        # feed-forward network (every built-in one)
+        self._state: State = []
         self._weights: np.ndarray | None = None  # the flat weights last loaded
         self.obs_filter = make_filter(config.observation_filter, self.preprocess.shape)
         self.reward_filter = RewardNormalizer(self.num_envs, config.gamma) if config.normalize_rewards else None
@@ -170,14 +179,16 @@ class RolloutWorker:
 
     @property
     def policy(self) -> Policy:
-        """The torch network with the weights last loaded, built on first use: what acts on images,
-        and what an algorithm's worker-side functions (gradients, priorities) are given. Once
-        built, it is what the worker acts with, so a change made to it (Ape-X's ε) is acted on."""
+        """The torch network with the weights last loaded, built on first use: what acts for a CNN or
+        a custom model, and what an algorithm's worker-side functions (gradients, priorities) are
+        given. Once built, it is what the worker acts with, so a change made to it (Ape-X's ε) is
+        acted on."""
         if self._policy is None:
-            from volley.models import build_policy
+            from volley.catalog import build_policy
 
             self._policy = build_policy(self.observation_space, self.action_space, self.config.model,
-                                        self.config.network, self.config.head_hiddens)[1]
+                                        self.config.network, self.config.head_hiddens, self.model_class)[1]
+            self._policy.eval()  # acting, as RLlib's workers act: no dropout, batch-norm statistics fixed
             if self._weights is not None:
                 self._policy.set_flat_weights(self._weights)
         return self._policy
@@ -188,8 +199,21 @@ class RolloutWorker:
         return self.actor if self.actor is not None and self._policy is None else self.policy
 
     def act(self, obs: np.ndarray, explore: bool) -> Acting:
-        """Actions, the inputs of their distribution and the values for (filtered) observations ``obs``."""
-        return self._acting.act(obs, self.streams, explore)
+        """Actions, the inputs of their distribution, the values and the next recurrent state for
+        (filtered) observations ``obs`` and the environments' current state (left as it is)."""
+        return self._acting.act(obs, self._state, self.streams, explore)
+
+    def _initial_state(self) -> State:
+        """Every environment's state at an episode start, ``[N, ...]`` per tensor (``[]``: feed-forward)."""
+        return [np.repeat(np.asarray(s)[None], self.num_envs, axis=0) for s in self._acting.initial_state()]
+
+    def _carry_state(self, state: State, fresh: np.ndarray) -> State:
+        """The state for the next step: ``state`` from this one, the initial state where an
+        episode starts with the next observation (``fresh`` ``[N]``)."""
+        if not fresh.any():
+            return state
+        return [np.where(fresh.reshape(-1, *[1] * (s.ndim - 1)), s0, s)
+                for s, s0 in zip(state, self._initial_state(), strict=True)]
 
     def log_prob(self, dist_inputs: np.ndarray, actions: np.ndarray) -> np.ndarray:
         """Log-probabilities of ``actions`` from the distribution inputs :meth:`act` returned."""
@@ -220,6 +244,7 @@ class RolloutWorker:
         obs = self.preprocess(raw, self.num_envs)
         failed = self._failures(obs, None, infos)
         self._obs = obs if failed is None else self._recover(failed, obs, None)[0]
+        self._state = self._initial_state()
         self._autoreset[:] = False
         self._episode_return[:] = 0.0
         self._episode_length[:] = 0
@@ -244,7 +269,7 @@ class RolloutWorker:
         filters' statistics; ``explore`` samples actions instead of taking the most likely."""
         assert self._obs is not None
         obs = self.obs_filter(self._obs, update=training)
-        actions_np, dist_inputs, values = self.act(obs, explore)
+        actions_np, dist_inputs, values, state = self.act(obs, explore)
         self._step_count += 1
         vector_error: Exception | None = None
         try:
@@ -274,6 +299,9 @@ class RolloutWorker:
         if self.episodes is not None:
             self.episodes.step(raw, next_obs, infos, actions_np, rewards, terminated, truncated, valid,
                                self._autoreset)
+        # a reset step's observation ended an episode (its value bootstraps it): the state carries
+        # into it, and the next one, the new episode's first, starts afresh, as after a failure
+        self._state = self._carry_state(state, ~valid) if state else state
         return {"obs": obs, "actions": actions_np, "dist_inputs": dist_inputs, "values": values,
                 "rewards": self._training_rewards(rewards, valid, ended, training),
                 "terminated": terminated, "truncated": truncated, "valid": valid}, failed
