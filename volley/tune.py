@@ -3,7 +3,9 @@
 Tune does the searching, scheduling and early stopping; this module only makes a
 volley run a trial::
 
-    from ray import tune
+    import ray
+import ray
+from ray import tune
     from volley.tune import trainable
 
     tuner = tune.Tuner(trainable("ppo"),
@@ -29,6 +31,7 @@ import contextlib
 from pathlib import Path
 from typing import Any, ClassVar
 
+import ray
 from ray import tune
 
 from volley.algorithm import Algorithm
@@ -134,6 +137,9 @@ def register_rllib_names() -> None:
 
 
 register_rllib_names()
+# Tune's registry lives in the Ray session: a later one (ray.shutdown, then ray.init) gets the names
+# again through the hook Tune itself re-registers with
+ray._private.worker._post_init_hooks.append(register_rllib_names)
 
 
 def search_space(config_class: type[AlgorithmConfig], grid: list[tuple[str, list[Any]]],
