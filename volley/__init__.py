@@ -15,13 +15,17 @@ from volley._version import __version__
 if TYPE_CHECKING:
     from volley.algorithm import Algorithm
     from volley.algorithms import (
+        APPO,
         DQN,
+        IMPALA,
         PG,
         PPO,
         TRPO,
         ApexDQN,
         ApexDQNConfig,
+        APPOConfig,
         DQNConfig,
+        IMPALAConfig,
         PGConfig,
         PPOConfig,
         TRPOConfig,
@@ -34,7 +38,7 @@ _HOMES = {
     "Algorithm": "volley.algorithm", "AlgorithmConfig": "volley.config", "ModelConfig": "volley.config",
     "register_env": "volley.envs", **dict.fromkeys(["CheckpointError", "ConfigError", "EnvError",
                                                     "VolleyError"], "volley.errors"),
-    **dict.fromkeys(["ApexDQN", "ApexDQNConfig", "DQN", "DQNConfig", "PG", "PGConfig", "PPO", "PPOConfig",
+    **dict.fromkeys(["APPO", "APPOConfig", "IMPALA", "IMPALAConfig", "ApexDQN", "ApexDQNConfig", "DQN", "DQNConfig", "PG", "PGConfig", "PPO", "PPOConfig",
                      "TRPO", "TRPOConfig"], "volley.algorithms"),
 }
 
@@ -46,5 +50,5 @@ def __getattr__(name: str) -> Any:
     return getattr(importlib.import_module(_HOMES[name]), name)
 
 
-__all__ = ["ApexDQN", "ApexDQNConfig", "DQN", "DQNConfig", "PG", "PGConfig", "PPO", "Algorithm", "AlgorithmConfig", "CheckpointError", "ConfigError", "EnvError",
+__all__ = ["APPO", "APPOConfig", "IMPALA", "IMPALAConfig", "ApexDQN", "ApexDQNConfig", "DQN", "DQNConfig", "PG", "PGConfig", "PPO", "Algorithm", "AlgorithmConfig", "CheckpointError", "ConfigError", "EnvError",
            "ModelConfig", "PPOConfig", "TRPO", "TRPOConfig", "VolleyError", "__version__", "register_env"]

@@ -293,9 +293,12 @@ class Algorithm(ABC):
 
     def current_lr(self) -> float:
         """``lr``, or ``lr_schedule`` interpolated at the current timestep."""
-        schedule = self.config.lr_schedule
+        return self.scheduled(self.config.lr_schedule, self.config.lr)
+
+    def scheduled(self, schedule: list[list[float]] | None, constant: float) -> float:
+        """A piecewise-linear ``[[timestep, value], ...]`` at the current timestep (``constant`` when None)."""
         if not schedule:
-            return self.config.lr
+            return constant
         steps, values = zip(*schedule, strict=True)
         return float(np.interp(self.timesteps_total, steps, values))
 

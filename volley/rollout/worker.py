@@ -396,12 +396,14 @@ class RolloutWorker:
         return columns, returns, lengths
 
     def _load(self, weights: np.ndarray, filters: FilterStats | None) -> None:
-        """Take the learner's weights and the merged filter statistics."""
-        self._weights = weights
-        if self._policy is not None:
-            self._policy.set_flat_weights(weights)
-        elif self.actor is not None:
-            self.actor.load(weights)
+        """Take the learner's weights (unless they are the very array loaded last: a streaming worker
+        samples fragment after fragment with one) and the merged filter statistics."""
+        if weights is not self._weights:
+            self._weights = weights
+            if self._policy is not None:
+                self._policy.set_flat_weights(weights)
+            elif self.actor is not None:
+                self.actor.load(weights)
         if filters is not None and filters.obs is not None:
             self.obs_filter.set_stats(filters.obs)
         if filters is not None and filters.reward is not None and self.reward_filter is not None:
