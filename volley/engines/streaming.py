@@ -36,6 +36,7 @@ from volley.engines.ray_engine import init_ray, placement, ship_by_value, shutdo
 from volley.rollout.fragments import BatchBuilder, FragmentWorker, TrainBatch
 
 POLL_S = 0.05  # how long the feeder waits for a fragment before it looks at the queue and stop flag again
+IDLE_S = 0.001  # how long it waits for room in a full queue before it looks again
 
 
 def fragment_worker(recipe: WorkerRecipe, index: int, slot: int) -> FragmentWorker:
@@ -105,6 +106,9 @@ class RayStreamingGroup(ManagedWorkers, StreamingWorkerGroup):
         try:
             while not self.stopping.is_set():
                 self.requests.top_up(self._request, lambda: not self.batches.full())
+                if not self.requests.calls:  # the queue is full: wait for the learner to take a batch
+                    self.stopping.wait(IDLE_S)
+                    continue
                 for _, fragment in self.requests.ready(timeout=POLL_S):
                     self.builder.add(fragment)
                     while self.builder.ready() and not self.stopping.is_set():
