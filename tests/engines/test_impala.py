@@ -39,7 +39,6 @@ from volley.run import LATEST, Stop, train_until
     ({"replay_proportion": -0.5}, r"config key 'replay_proportion' must be >= 0, got -0.5"),
     ({"entropy_coeff_schedule": [[100, 0.01], [0, 0.0]]}, r"'entropy_coeff_schedule' must be \[\[timestep, value\]"),
     ({"batch_mode": "complete_episodes"}, r"batch_mode must be 'truncate_episodes', got 'complete_episodes'"),
-    ({"observation_filter": "MeanStdFilter"}, r"takes observation_filter='NoFilter', got 'MeanStdFilter'"),
     ({"engine": "mpi"}, r"engine='mpi' cannot host that .+; use engine='ray', or 'local'"),
 ])
 def test_config_errors_name_the_value(update, message):
@@ -135,6 +134,17 @@ def test_local_engine_reports_the_lag_of_broadcast_interval():
         algo.stop()
 
 
+def test_filter_statistics_are_merged_from_every_fragment_and_published_with_the_weights():
+    algo = config("local", broadcast_interval=2).update(observation_filter="MeanStdFilter").build()
+    try:
+        fragments = sum(len(algo.train()["policy_lags_this_iter"]) for _ in range(2))
+        assert algo.obs_filter.stats.count == fragments * 10 * 2  # every step of every fragment, once
+        for stream in algo.workers.streams:  # what was published last, and what it saw since
+            assert 0 < stream.worker.obs_filter.stats.count <= algo.obs_filter.stats.count
+    finally:
+        algo.stop()
+
+
 def head_bias_weights(bias: float) -> np.ndarray:
     """Weights of the CartPole network whose policy ignores the observation: π(right) = sigmoid(bias)."""
     env = gym.make("CartPole-v1")
@@ -167,7 +177,7 @@ def test_ray_fragments_carry_the_version_of_the_weights_they_acted_with(ray_sess
     learner trains on the other's fragments.)"""
     group = one_fragment_a_batch("ray")
     try:
-        group.start(head_bias_weights(0.0), 0)
+        group.start(head_bias_weights(0.0), None, 0)
         versions: dict[int, set[int]] = {0: set(), 1: set()}
         for version in range(1, 40):
             train_batch = group.next_batch()
@@ -175,7 +185,7 @@ def test_ray_fragments_carry_the_version_of_the_weights_they_acted_with(ray_sess
             assert round(acted_bias(train_batch.batch) / 0.05) == fragment_.weight_version
             assert 0 <= fragment_.weight_version <= version - 1
             versions[fragment_.worker_index].add(fragment_.weight_version)
-            group.publish(head_bias_weights(0.05 * version), version)
+            group.publish(head_bias_weights(0.05 * version), None, version)
         assert all(len(seen) > 5 for seen in versions.values())  # both workers took new weights often
         assert group.num_dropped_fragments == 0 and group.num_restarts == 0
     finally:
@@ -189,7 +199,7 @@ def test_each_ray_workers_first_fragment_is_the_local_engines(ray_session):
     for engine in ("local", "ray"):
         group = one_fragment_a_batch(engine)
         try:
-            group.start(head_bias_weights(0.3), 0)
+            group.start(head_bias_weights(0.3), None, 0)
             firsts[engine] = {}
             while len(firsts[engine]) < 2:
                 train_batch = group.next_batch()

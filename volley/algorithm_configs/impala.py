@@ -111,12 +111,6 @@ class IMPALAConfig(AlgorithmConfig):
         if self.batch_mode != "truncate_episodes":
             raise ConfigError(f"{self.algo_name} learns from fragments of rollout_fragment_length steps: "
                               f"batch_mode must be 'truncate_episodes', got {self.batch_mode!r}")
-        if self.observation_filter != "NoFilter":
-            raise ConfigError(f"{self.algo_name} takes observation_filter='NoFilter', got "
-                              f"{self.observation_filter!r}: workers never wait to merge statistics")
-        if self.normalize_rewards:
-            raise ConfigError(f"{self.algo_name} takes normalize_rewards=False, got True: workers never wait "
-                              "to merge statistics (clip_rewards works)")
 
     def build(self, env: Any = None) -> IMPALA:
         from volley.algorithms.impala import IMPALA

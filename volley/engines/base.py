@@ -21,6 +21,7 @@ from volley.config import AlgorithmConfig, RolloutPlan
 from volley.envs import EnvCreator
 from volley.replay import Prioritization
 from volley.rollout.batch import Batch
+from volley.rollout.filters import FilterStats
 from volley.rollout.fragments import TrainBatch
 from volley.rollout.worker import Postprocess, RolloutWorker, SampleResult
 
@@ -215,12 +216,14 @@ class StreamingWorkerGroup(WorkerGroup):
     num_dropped_fragments: int  # fragments lost with workers that died while sampling them
 
     @abstractmethod
-    def start(self, weights: np.ndarray, version: int) -> None:
-        """Set the workers going with the learner's weights (``version``: its updates so far)."""
+    def start(self, weights: np.ndarray, filters: FilterStats | None, version: int) -> None:
+        """Set the workers going with the learner's weights and filter statistics (``version``: its
+        updates so far)."""
 
     @abstractmethod
-    def publish(self, weights: np.ndarray, version: int) -> None:
-        """Each worker acts with these weights from the next fragment it is asked for."""
+    def publish(self, weights: np.ndarray, filters: FilterStats | None, version: int) -> None:
+        """Each worker acts with these weights and filter statistics from the next fragment it is
+        asked for."""
 
     @abstractmethod
     def next_batch(self) -> TrainBatch:

@@ -16,7 +16,8 @@ import numpy as np
 import torch
 
 from volley.engines.base import StreamingWorkerGroup, StreamSpec, WorkerGroup, WorkerRecipe
-from volley.rollout.fragments import BatchBuilder, FragmentWorker, TrainBatch
+from volley.rollout.filters import FilterStats
+from volley.rollout.fragments import BatchBuilder, FragmentWorker, Published, TrainBatch
 
 
 @contextmanager
@@ -64,14 +65,14 @@ class LocalStreamingGroup(LocalWorkerGroup, StreamingWorkerGroup):
         self.builder = BatchBuilder(spec.train_batch_size, spec.replay_proportion, spec.replay_slots,
                                     np.random.default_rng([recipe.config.seed, 1]))
         self.next_worker = 0
-        self.weights: np.ndarray | None = None
+        self.published: Published | None = None
         self.version = 0
 
-    def start(self, weights: np.ndarray, version: int) -> None:
-        self.publish(weights, version)
+    def start(self, weights: np.ndarray, filters: FilterStats | None, version: int) -> None:
+        self.publish(weights, filters, version)
 
-    def publish(self, weights: np.ndarray, version: int) -> None:
-        self.weights, self.version = weights, version
+    def publish(self, weights: np.ndarray, filters: FilterStats | None, version: int) -> None:
+        self.published, self.version = (weights, filters), version
 
     def next_batch(self) -> TrainBatch:
         with one_torch_thread():
@@ -79,5 +80,5 @@ class LocalStreamingGroup(LocalWorkerGroup, StreamingWorkerGroup):
                 stream = self.streams[self.next_worker]
                 self.next_worker = (self.next_worker + 1) % len(self.streams)
                 news = stream.version != self.version or stream.weights is None
-                self.builder.add(stream.fragment(self.weights if news else None, self.version))
+                self.builder.add(stream.fragment(self.published if news else None, self.version))
         return self.builder.take()

@@ -10,9 +10,10 @@ concatenates them (with replayed ones) into train batches on a queue of ``learne
 While the queue is full, workers get no new requests: fragments wait in Ray's object store,
 nothing is dropped. The learner, in the main thread, only takes batches from the queue.
 
-Weights travel with requests: :meth:`RayStreamingGroup.publish` puts them into the object store
-once, and the next request to each worker carries them (with their version), so a worker acts
-with new weights from the first fragment it starts after they were published, behind at most
+Weights travel with requests: :meth:`RayStreamingGroup.publish` puts them (and the merged filter
+statistics) into the object store once, and the next request to each worker carries them (with
+their version), so a worker acts with new weights from the first fragment it starts after they
+were published, behind at most
 the requests it had queued already. A worker that dies is replaced (``restart_failed_workers``,
 ``max_worker_restarts``); the fragments it had in flight are dropped and counted in
 ``num_dropped_fragments`` (a fragment is one object: it arrives whole or not at all), and its
@@ -33,6 +34,7 @@ import ray
 from volley.engines.actor_manager import ActorManager, CallsInFlight, ManagedWorkers, RestartPolicy
 from volley.engines.base import StreamingWorkerGroup, StreamSpec, WorkerRecipe
 from volley.engines.ray_engine import init_ray, placement, ship_by_value, shutdown_ray
+from volley.rollout.filters import FilterStats
 from volley.rollout.fragments import BatchBuilder, FragmentWorker, TrainBatch
 
 POLL_S = 0.05  # how long the feeder waits for a fragment before it looks at the queue and stop flag again
@@ -56,7 +58,7 @@ class RayStreamingGroup(ManagedWorkers, StreamingWorkerGroup):
         self.builder = BatchBuilder(spec.train_batch_size, spec.replay_proportion, spec.replay_slots,
                                     np.random.default_rng([config.seed, 1]))
         self.lock = threading.Lock()  # the weights and version the learner published last
-        self.weights: Any = None  # their object ref
+        self.published: Any = None  # the object ref of the weights and filter statistics
         self.version = 0
         self.stopping = threading.Event()
         self.error: BaseException | None = None
@@ -80,15 +82,15 @@ class RayStreamingGroup(ManagedWorkers, StreamingWorkerGroup):
     def call(self, method: str, *args: Any) -> list[Any]:
         return self.manager.foreach(method, *args)
 
-    def start(self, weights: np.ndarray, version: int) -> None:
-        self.publish(weights, version)
+    def start(self, weights: np.ndarray, filters: FilterStats | None, version: int) -> None:
+        self.publish(weights, filters, version)
         self.feeder = threading.Thread(target=self._feed, name="volley-feeder", daemon=True)
         self.feeder.start()
 
-    def publish(self, weights: np.ndarray, version: int) -> None:
-        ref = ray.put(weights)
+    def publish(self, weights: np.ndarray, filters: FilterStats | None, version: int) -> None:
+        ref = ray.put((weights, filters))  # a copy of both as they are now
         with self.lock:
-            self.weights, self.version = ref, version
+            self.published, self.version = ref, version
 
     def next_batch(self) -> TrainBatch:
         while True:
@@ -117,15 +119,15 @@ class RayStreamingGroup(ManagedWorkers, StreamingWorkerGroup):
             self.error = exc
 
     def _request(self, index: int) -> ray.ObjectRef:
-        """Ask worker ``index`` for a fragment, with the weights published last if it lacks them."""
+        """Ask worker ``index`` for a fragment, with what was published last if it lacks it."""
         actor = self.manager.actors[index]
         with self.lock:
-            weights, version = self.weights, self.version
+            published, version = self.published, self.version
         sent_to, sent_version = self.sent[index]
         if sent_to is actor and sent_version == version:
             return self.manager.call(index, "fragment", None, version)
         self.sent[index] = (actor, version)
-        return self.manager.call(index, "fragment", weights, version)
+        return self.manager.call(index, "fragment", published, version)
 
     def _put(self, batch: TrainBatch) -> None:
         while not self.stopping.is_set():

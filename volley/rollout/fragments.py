@@ -2,8 +2,9 @@
 batches the learner makes of them.
 
 A :class:`FragmentWorker` wraps a :class:`~volley.rollout.worker.RolloutWorker`: it keeps the
-weights it was last sent, with their version, and samples one fragment per request, timing
-itself. A :class:`BatchBuilder` concatenates fragments, in the order they arrive, into train
+weights (and filter statistics) it was last sent, with their version, and samples one fragment
+per request, timing itself; each fragment carries what its filters saw since the last one, which
+the learner merges as fragments arrive and sends back with the weights it publishes. A :class:`BatchBuilder` concatenates fragments, in the order they arrive, into train
 batches of at least ``train_batch_size`` rows, mixing in replayed fragments. Every engine that
 hosts a stream uses both: the local one serially, the Ray one in actors and a feeder thread.
 """
@@ -18,7 +19,10 @@ import gymnasium as gym
 import numpy as np
 
 from volley.rollout.batch import Batch
+from volley.rollout.filters import FilterStats
 from volley.rollout.worker import RolloutWorker, SampleResult
+
+Published = tuple[np.ndarray, FilterStats | None]  # the learner's weights and merged filter statistics
 
 
 @dataclass
@@ -44,13 +48,15 @@ class FragmentWorker:
     def spaces(self) -> tuple[gym.Space, gym.Space]:
         return self.worker.spaces()
 
-    def fragment(self, weights: np.ndarray | None, version: int) -> Fragment:
-        """Sample one fragment; ``weights`` (version ``version``) replace the ones kept unless None."""
+    def fragment(self, published: Published | None, version: int) -> Fragment:
+        """Sample one fragment; ``published`` weights and filter statistics (version ``version``)
+        replace the ones kept unless None."""
         start = time.perf_counter()
-        if weights is not None:
-            self.weights, self.version = weights, version
+        filters = None
+        if published is not None:
+            (self.weights, filters), self.version = published, version
         assert self.weights is not None, "the first request carries the weights"
-        result = self.worker.sample(self.weights, None)
+        result = self.worker.sample(self.weights, filters)
         idle = 0.0 if self.finished_at is None else start - self.finished_at
         self.finished_at = time.perf_counter()
         return Fragment(self.worker.worker_index, result, self.version, self.finished_at - start, idle)
