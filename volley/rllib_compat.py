@@ -398,7 +398,7 @@ RLLIB_KEYS: list[RLlibKey] = [
     refused("learner_class", ("training",), "volley's algorithms are its own classes", allowed=(None,),
             example="cls"),
     # training(), PPO
-    same("kl_coeff", "training", example=0.3, note=" (volley's default 0.0 is no penalty; RLlib's is 0.2)"),
+    same("kl_coeff", "training", example=0.3, note=" (PPO: volley's default 0.0 is no penalty; RLlib's is 0.2)"),
     same("kl_target", "training", example=0.02),
     same("clip_param", "training", example=0.3),
     same("vf_clip_param", "training", example=10.0, note=" (volley's default None is no clipping; RLlib's "
