@@ -3,9 +3,10 @@
 ``throughput``: environment steps per second of volley's APPO against its synchronous PPO
 with the same network (a 64x64 tanh MLP), the same fragment length, workers and
 environments (2 Ray workers x 8 environments x 50 steps), on CartPole-v1 and ALE/Pong-ram-v5.
-Both take one optimizer step per 800 sampled rows (APPO: ``train_batch_size`` 800, one
-epoch; PPO: one epoch of one 800-row minibatch), so the learners do the same work and the
-ratio measures the overlap of sampling with learning alone. Each invocation runs APPO and
+Both take one optimizer step per two fragments, 800 rows (APPO: ``train_batch_size`` 700 steps,
+which two fragments hold however many reset steps they drop, one epoch; PPO: one epoch of one
+800-row minibatch), so the learners do the same work and the ratio measures the overlap of
+sampling with learning alone. Each invocation runs APPO and
 PPO one after the other in fresh processes (``--warmup`` untimed seconds, then ``--seconds``
 timed); the table gives each invocation's figures, APPO's learner idle fraction (the aim:
 below 0.1) and its workers' idle fraction.
@@ -61,7 +62,7 @@ def volley_config(algo: str, env: str, seed: int, **keys: Any) -> Any:
 def throughput_child(algo: str, env: str, warmup: float, seconds: float) -> dict:
     """Env steps/s over ``seconds`` after ``warmup`` seconds, one optimizer step per 800 rows."""
     rows = SHAPE["num_workers"] * SHAPE["num_envs_per_worker"] * SHAPE["rollout_fragment_length"]
-    learner = ({"train_batch_size": rows, "num_epochs": 1, "min_time_s_per_iteration": 1.0} if algo == "appo" else
+    learner = ({"train_batch_size": rows - 100, "num_epochs": 1, "min_time_s_per_iteration": 1.0} if algo == "appo" else
                {"train_batch_size": rows, "minibatch_size": rows, "num_epochs": 1, "min_time_s_per_iteration": 1.0})
     algo_ = volley_config(algo, env, 0, **SHAPE, **learner).build()
     try:

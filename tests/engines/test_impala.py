@@ -85,7 +85,7 @@ def fragment(rows: int, tag: float) -> Fragment:
 
 
 def test_batches_hold_at_least_train_batch_size_rows_and_replay_p_per_new_fragment():
-    builder = BatchBuilder(rows=25, replay_proportion=0.5, replay_slots=2, rng=np.random.default_rng(0))
+    builder = BatchBuilder(steps=25, replay_proportion=0.5, replay_slots=2, rng=np.random.default_rng(0))
     batches = []
     for tag in range(12):
         builder.add(fragment(10, tag))
@@ -113,7 +113,7 @@ def test_the_minibatch_buffer_trains_each_batch_num_epochs_times_in_turn():
 def config(engine: str = "ray", cls: type[IMPALAConfig] = IMPALAConfig, **training) -> IMPALAConfig:
     return (cls().environment("CartPole-v1")
             .resources(engine=engine).rollouts(num_workers=2, num_envs_per_worker=2, rollout_fragment_length=10)
-            .training(train_batch_size=40, model={"fcnet_hiddens": [16]}, **training)
+            .training(train_batch_size=35, model={"fcnet_hiddens": [16]}, **training)
             .reporting(min_time_s_per_iteration=0.3).debugging(seed=7))
 
 
@@ -125,11 +125,24 @@ def test_local_engine_reports_the_lag_of_broadcast_interval():
         result = algo.train()
         updates = result["num_updates"]
         assert updates >= 6 and result["learner_updates"] == updates
-        expected = [k % 3 for k in range(updates) for _ in range(2)]  # two 20-step fragments a 40-row batch
+        # two fragments a batch: each has 2 x 10 steps, less the reset step after an episode end
+        expected = [k % 3 for k in range(updates) for _ in range(2)]
         assert result["policy_lags_this_iter"] == expected
         assert result["policy_lag_max"] == 2
         assert result["policy_lag_mean"] == pytest.approx(np.mean(expected))
         assert result["num_dropped_fragments"] == 0 and 0 < result["learner_idle_fraction"] < 1
+    finally:
+        algo.stop()
+
+
+def test_replayed_fragments_join_the_new_ones_without_counting_as_samples():
+    algo = config("local", replay_proportion=1.0, replay_buffer_num_slots=4).build()
+    try:
+        result = algo.train()
+        fragments = len(result["policy_lags_this_iter"])  # the new ones
+        assert result["num_replayed_fragments"] in (fragments - 1, fragments)  # 1:1, from the 2nd fragment on
+        # replayed steps are not sampled steps: at most each new fragment's 2 x 10 (reset steps are not)
+        assert fragments * 10 * 2 * 0.8 < result["timesteps_this_iter"] <= fragments * 10 * 2
     finally:
         algo.stop()
 

@@ -35,7 +35,7 @@ class IMPALAConfig(AlgorithmConfig):
     Workers sample fragments of ``rollout_fragment_length`` steps without waiting for the
     learner; it trains on ``train_batch_size`` rows of whatever fragments arrived, correcting for
     their policy lag with V-trace. The defaults are RLlib's (lr 5e-4, entropy 0.01, grad_clip 40,
-    50-step fragments, 500-row batches), except ``learner_queue_size`` (RLlib 2.9's 16; its newer
+    50-step fragments, 500-step batches), except ``learner_queue_size`` (RLlib 2.9's 16; its newer
     stack's 3), ``replay_buffer_num_slots`` and ``min_time_s_per_iteration`` (RLlib's 10 s).
     """
 
@@ -54,8 +54,8 @@ class IMPALAConfig(AlgorithmConfig):
         "max_requests_in_flight_per_env_runner): it starts the next as soon as one is done")
     lr: float = option(5e-4, "training", "learning rate")
     train_batch_size: int = option(
-        500, "training", "rows per learner update: the fragments that arrived, concatenated until "
-        "there are at least this many")
+        500, "training", "environment steps per learner update: the fragments that arrived, concatenated "
+        "until they hold at least this many")
     grad_clip: float | None = option(40.0, "training", "max global gradient norm (None: no clipping)")
     vf_loss_coeff: float = option(0.5, "training", "weight of the value loss")
     entropy_coeff: float = option(0.01, "training", "weight of the entropy bonus")

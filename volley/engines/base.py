@@ -197,7 +197,7 @@ class StreamSpec:
     is asked for ahead, and how the learner's train batches are made of them."""
 
     max_requests_in_flight: int  # fragments requested ahead of each worker
-    train_batch_size: int  # rows of a train batch, at least
+    train_batch_size: int  # environment steps of a train batch, at least
     learner_queue_size: int  # train batches ready ahead of the learner
     replay_proportion: float  # replayed fragments per new one
     replay_slots: int  # new fragments kept for replay

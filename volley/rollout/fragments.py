@@ -5,7 +5,7 @@ A :class:`FragmentWorker` wraps a :class:`~volley.rollout.worker.RolloutWorker`:
 weights (and filter statistics) it was last sent, with their version, and samples one fragment
 per request, timing itself; each fragment carries what its filters saw since the last one, which
 the learner merges as fragments arrive and sends back with the weights it publishes. A :class:`BatchBuilder` concatenates fragments, in the order they arrive, into train
-batches of at least ``train_batch_size`` rows, mixing in replayed fragments. Every engine that
+batches of at least ``train_batch_size`` steps, mixing in replayed fragments. Every engine that
 hosts a stream uses both: the local one serially, the Ray one in actors and a feeder thread.
 """
 
@@ -73,42 +73,44 @@ class TrainBatch:
 
 @dataclass
 class BatchBuilder:
-    """Fragments in, in the order they arrive; train batches of at least ``rows`` rows out.
+    """Fragments in, in the order they arrive; train batches of at least ``steps`` environment steps
+    out (a fragment's rows may be more: V-trace's bootstrap rows).
 
     With ``replay_proportion`` p > 0, every new fragment is followed by p replayed ones on average
     (RLlib's p:1 mixin replay; the fraction is carried over to the next fragment), each drawn
-    uniformly from the last ``replay_slots`` new fragments; they count towards the batch's rows.
+    uniformly from the last ``replay_slots`` new fragments; their steps count towards the batch's.
     """
 
-    rows: int
+    steps: int
     replay_proportion: float
     replay_slots: int
     rng: np.random.Generator
     pending: list[Fragment] = field(default_factory=list)
     replayed: list[Batch] = field(default_factory=list)
-    size: int = 0  # rows pending
+    size: int = 0  # steps pending
     credit: float = 0.0  # replays owed
-    replay: deque[Batch] = field(init=False)
+    replay: deque[tuple[Batch, int]] = field(init=False)  # fragments' rows and steps
 
     def __post_init__(self) -> None:
         self.replay = deque(maxlen=self.replay_slots)
 
     def add(self, fragment: Fragment) -> None:
         self.pending.append(fragment)
-        self.size += len(fragment.result.batch)
+        self.size += fragment.result.env_steps
         if self.replay_proportion == 0:
             return
         self.credit += self.replay_proportion
         while self.credit >= 1 and self.replay:
             self.credit -= 1
-            replayed = self.replay[self.rng.integers(len(self.replay))]
-            self.replayed.append(replayed)
-            self.size += len(replayed)
+            rows, steps = self.replay[self.rng.integers(len(self.replay))]
+            self.replayed.append(rows)
+            self.size += steps
         # a copy: a Ray fragment's arrays are views that pin its object in the store
-        self.replay.append(Batch({key: np.array(column) for key, column in fragment.result.batch.items()}))
+        rows = Batch({key: np.array(column) for key, column in fragment.result.batch.items()})
+        self.replay.append((rows, fragment.result.env_steps))
 
     def ready(self) -> bool:
-        return self.size >= self.rows
+        return self.size >= self.steps
 
     def take(self) -> TrainBatch:
         """The pending fragments as one train batch (call when :meth:`ready`)."""

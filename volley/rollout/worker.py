@@ -65,7 +65,7 @@ class SampleResult:
     episode_returns: np.ndarray  # [episodes completed during this sample]
     episode_lengths: np.ndarray
     filter_delta: FilterStats | None  # observation and reward statistics gathered since the last sync
-    env_steps: int  # valid steps taken (the batch's rows, before any were dropped)
+    env_steps: int  # valid steps taken (the batch's rows, unless the postprocess added some)
     env_errors: int = 0  # environments that failed and were recreated during this sample
 
 
@@ -424,11 +424,12 @@ class RolloutWorker:
         complete = self.config.batch_mode == "complete_episodes"
         errors_before = self.num_env_errors
         columns, returns, lengths = self._rollout(complete, num_episodes)
+        steps = int(np.count_nonzero(columns["valid"]))  # a postprocess may add rows (V-trace's bootstrap rows)
         columns = self.postprocess(columns, self.config)
         valid = columns.pop("valid").T  # [N, T]: env-major keeps each episode contiguous
         batch = Batch({key: np.swapaxes(value, 0, 1)[valid] for key, value in columns.items()})
         return SampleResult(batch, np.asarray(returns, np.float32), np.asarray(lengths, np.int64),
-                            self._pop_filter_delta(), len(batch), self.num_env_errors - errors_before)
+                            self._pop_filter_delta(), steps, self.num_env_errors - errors_before)
 
     def sample_and_apply(self, weights: np.ndarray, filter_stats: FilterStats | None,
                          fn: Callable[[Policy, Batch, AlgorithmConfig], Any],
