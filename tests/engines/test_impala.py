@@ -79,12 +79,12 @@ def test_rllib_spellings_reach_the_keys():
 # -- the parts: train batches with replay, the minibatch buffer --------------------------------------------
 
 
-def fragment(rows: int, tag: float) -> Fragment:
-    batch = Batch({"obs": np.full((rows, 1), tag, np.float32)})
-    return Fragment(0, SampleResult(batch, np.zeros(0), np.zeros(0), None, rows), 0, 0.0, 0.0)
+def fragment(steps: int, tag: float) -> Fragment:
+    batch = Batch({"obs": np.full((steps, 1), tag, np.float32)})
+    return Fragment(0, SampleResult(batch, np.zeros(0), np.zeros(0), None, steps), 0, 0.0, 0.0)
 
 
-def test_batches_hold_at_least_train_batch_size_rows_and_replay_p_per_new_fragment():
+def test_batches_hold_at_least_train_batch_size_steps_and_replay_p_per_new_fragment():
     builder = BatchBuilder(steps=25, replay_proportion=0.5, replay_slots=2, rng=np.random.default_rng(0))
     batches = []
     for tag in range(12):
