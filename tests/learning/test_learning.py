@@ -165,16 +165,16 @@ def test_apex_dqn_two_acting_workers_one_shard_reach_475(ray_session):
 def test_impala_and_appo_two_ray_workers_reach_475(ray_session, algo_name):
     """The stream of fragments on Ray: 2 workers of 8 environments never waiting for the learner,
     V-trace correcting for the lag (a mean near 3 updates), ``impala.CARTPOLE``'s settings. The
-    arrival order of fragments is not reproducible, so the budget leaves room beyond what seeds
-    took on a loaded machine: IMPALA 96k-146k (seeds 10-13), 116k-277k (seed 0, 6 runs); APPO
-    70k-141k (seeds 0-2), 76k-111k (seed 0, 6 runs), counted with the bootstrap rows then (5 %
-    above the steps)."""
+    arrival order of fragments is not reproducible, and IMPALA's steps to 475 spread widely: on a
+    machine loaded 20-30 times over its 2 cores, seeds 0-2 took 139k-185k, seed 0 110k-280k over 6
+    runs and once more than 400k in the full suite; APPO 70k-141k (seeds 0-2), 76k-111k (seed 0,
+    6 runs). The budget is what a slow run needs; a typical one stops at a quarter of it."""
     from volley import APPOConfig, IMPALAConfig
     from volley.algorithms.impala import CARTPOLE
 
     cls = IMPALAConfig if algo_name == "impala" else APPOConfig
     algo = (cls().environment("CartPole-v1").rollouts(num_workers=2, num_envs_per_worker=8).update(**CARTPOLE)
             .reporting(min_time_s_per_iteration=0.5).debugging(seed=0).build())
-    result = train_until(algo, 475, max_steps=400_000)
+    result = train_until(algo, 475, max_steps=600_000)
     assert result["episode_reward_mean"] >= 475, result
     assert result["num_workers"] == 2 and result["policy_lag_mean"] > 0  # the data was off-policy
