@@ -12,7 +12,7 @@ timed); the table gives each invocation's figures, APPO's learner idle fraction 
 below 0.1) and its workers' idle fraction.
 
 ``time-to``: seconds (and env steps) to a mean return over the last 100 episodes of 475 on
-CartPole-v1 and of 0 on ALE/Pong-ram-v5: volley's APPO (``appo.CARTPOLE``, ``PONG_RAM``
+CartPole-v1 and of 0 on ALE/Pong-ram-v5: volley's APPO (``appo.CARTPOLE``, ``APPO_PONG_RAM``
 below) and synchronous PPO (its CartPole defaults; for Pong-RAM the settings below) on 2
 Ray workers, and RLlib's APPO with its own tuned CartPole settings (tuned_examples/appo/
 cartpole_appo.py) from the side venv (``--rllib-python``, ray[rllib] 2.60; for Pong-RAM it
@@ -85,7 +85,7 @@ def throughput_child(algo: str, env: str, warmup: float, seconds: float) -> dict
 def volley_time_to(algo: str, task: str, seed: int, max_seconds: float) -> dict:
     env, threshold, max_steps = TASKS[task]
     if algo == "appo":
-        from volley.algorithms.impala import CARTPOLE
+        from volley.algorithms.appo import CARTPOLE
 
         keys = CARTPOLE | {"num_workers": 2, "num_envs_per_worker": 8} if task == "cartpole" else {
             **SHAPE, **APPO_PONG_RAM}
