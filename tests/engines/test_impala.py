@@ -256,10 +256,8 @@ def test_a_killed_worker_is_replaced_and_its_fragments_in_flight_dropped(ray_ses
         algo.train()
         victim = algo.workers.actors[0]
         ray_session.kill(victim)
-        for _ in range(20):
-            result = algo.train()
-            if result["num_worker_restarts"]:
-                break
+        # the death is found when a request to the victim fails
+        result = next(r for r in (algo.train() for _ in range(20)) if r["num_worker_restarts"])
         assert result["num_worker_restarts"] == 1 and algo.workers.actors[0] is not victim
         assert 1 <= result["num_dropped_fragments"] <= 2
         steps, updates = result["timesteps_total"], result["learner_updates"]
