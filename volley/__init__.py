@@ -15,13 +15,17 @@ from volley._version import __version__
 if TYPE_CHECKING:
     from volley.algorithm import Algorithm
     from volley.algorithms import (
+        APPO,
         DQN,
+        IMPALA,
         PG,
         PPO,
         TRPO,
         ApexDQN,
         ApexDQNConfig,
+        APPOConfig,
         DQNConfig,
+        IMPALAConfig,
         PGConfig,
         PPOConfig,
         TRPOConfig,
@@ -40,7 +44,8 @@ _HOMES = {
     "FullyConnectedNetwork": "volley.modelv2",
     **dict.fromkeys(["CallbackError", "CheckpointError", "ConfigError", "EnvError", "VolleyError"], "volley.errors"),
     **dict.fromkeys(["DefaultCallbacks", "Episode", "RLlibCallback", "make_multi_callbacks"], "volley.callbacks"),
-    **dict.fromkeys(["ApexDQN", "ApexDQNConfig", "DQN", "DQNConfig", "PG", "PGConfig", "PPO", "PPOConfig",
+    **dict.fromkeys(["APPO", "APPOConfig", "IMPALA", "IMPALAConfig", "ApexDQN", "ApexDQNConfig",
+                     "DQN", "DQNConfig", "PG", "PGConfig", "PPO", "PPOConfig",
                      "TRPO", "TRPOConfig", "get_trainable_cls"], "volley.algorithms"),
 }
 
@@ -52,7 +57,7 @@ def __getattr__(name: str) -> Any:
     return getattr(importlib.import_module(_HOMES[name]), name)
 
 
-__all__ = ["ApexDQN", "ApexDQNConfig", "DQN", "DQNConfig", "PG", "PGConfig", "PPO", "Algorithm", "AlgorithmConfig",
+__all__ = ["APPO", "APPOConfig", "IMPALA", "IMPALAConfig", "ApexDQN", "ApexDQNConfig", "DQN", "DQNConfig", "PG", "PGConfig", "PPO", "Algorithm", "AlgorithmConfig",
            "CallbackError", "CheckpointError", "ConfigError", "DefaultCallbacks", "EnvError", "Episode",
            "FullyConnectedNetwork", "ModelCatalog", "ModelConfig", "PPOConfig", "RLlibCallback", "TRPO",
            "TRPOConfig", "TorchModelV2", "VolleyError", "__version__", "get_trainable_cls", "make_multi_callbacks",

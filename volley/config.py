@@ -494,6 +494,16 @@ class AlgorithmConfig:
                               f"got {self.clip_rewards!r}")
         self._validate_evaluation()
 
+    def check_bounds(self, positive: Collection[str] = (), non_negative: Collection[str] = ()) -> None:
+        """A ConfigError naming the first key of ``positive`` that is not > 0, or of ``non_negative``
+        that is < 0."""
+        for key in positive:
+            if not getattr(self, key) > 0:
+                raise ConfigError(f"config key '{key}' must be > 0, got {getattr(self, key)!r}")
+        for key in non_negative:
+            if not getattr(self, key) >= 0:
+                raise ConfigError(f"config key '{key}' must be >= 0, got {getattr(self, key)!r}")
+
     def _validate_evaluation(self) -> None:
         if self.evaluation_interval is not None and self.evaluation_interval <= 0:
             raise ConfigError(f"config key 'evaluation_interval' must be > 0 or None, "

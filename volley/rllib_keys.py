@@ -312,7 +312,7 @@ def vectorize_mode(value: Any) -> dict[str, Any]:
     return {"vectorize_mode": mode}
 
 
-PPO, DQN = ("ppo",), ("dqn",)
+PPO, DQN, IMPALA = ("ppo",), ("dqn",), ("impala", "appo")
 ONLY_LSTM = "only used with use_lstm or use_attention, which volley refuses"
 TIMEOUT = "volley waits for its workers without a timeout; a dead one is replaced (fault_tolerance)"
 ONLY_IF = "only used with {}, which volley refuses"
@@ -331,9 +331,16 @@ DUMP_KEYS: list[RLlibKey] = [
              example=True, algorithms=DQN),
     refused("sample_async", ("rollouts",), "only volley's PPO samples while it learns (sample_async)",
             allowed=(False,), algorithms=("pg", "trpo", "dqn")),
+    accepted("sample_async", ("rollouts",), "IMPALA's and APPO's workers always sample while the learner "
+             "learns", example=True, algorithms=IMPALA),
+    at_default("shuffle_batch_per_epoch", ("training",), "IMPALA and APPO take one update on each whole "
+               "train batch", algorithms=IMPALA),
+    *[at_default(name, ("training",), "an internal switch of RLlib's IMPALA learners and data loaders",
+                 algorithms=IMPALA)
+      for name in ("_minibatch_size", "num_data_loader_buffers", "_env_runners_only", "_skip_learners")],
     at_default("action_mask_key", ("environment",), "volley has no action masking yet"),
     at_default("max_requests_in_flight_per_env_runner", ("rollouts",), "volley's synchronous algorithms "
-               "send each worker one request at a time"),
+               "send each worker one request at a time", algorithms=("ppo", "pg", "trpo", "dqn", "apex_dqn")),
     *[accepted(name, groups, TIMEOUT, example=5.0) for groups, name in (
         (("fault_tolerance",), "env_runner_health_probe_timeout_s"),
         (("fault_tolerance",), "env_runner_restore_timeout_s"),

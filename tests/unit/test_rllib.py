@@ -14,12 +14,21 @@ import re
 import pytest
 import torch
 
-from volley import ApexDQNConfig, ConfigError, DQNConfig, PGConfig, PPOConfig, TRPOConfig
+from volley import (
+    ApexDQNConfig,
+    APPOConfig,
+    ConfigError,
+    DQNConfig,
+    IMPALAConfig,
+    PGConfig,
+    PPOConfig,
+    TRPOConfig,
+)
 from volley.algorithms.ppo import adapt_kl_coeff
 from volley.config import AlgorithmConfig
 from volley.rllib_compat import RLLIB_KEYS, RLlibKey, takes
 
-CONFIGS = [PPOConfig, TRPOConfig, PGConfig, DQNConfig, ApexDQNConfig]
+CONFIGS = [PPOConfig, TRPOConfig, PGConfig, DQNConfig, ApexDQNConfig, IMPALAConfig, APPOConfig]
 CASES = [(entry, cls) for entry in RLLIB_KEYS for cls in CONFIGS
          if takes(entry, cls.field_specs(), cls.algo_names())]
 

@@ -68,7 +68,7 @@ class SampleResult:
     episode_returns: np.ndarray  # [episodes completed during this sample]
     episode_lengths: np.ndarray
     filter_delta: FilterStats | None  # observation and reward statistics gathered since the last sync
-    env_steps: int  # valid steps taken (the batch's rows, before any were dropped)
+    env_steps: int  # valid steps taken (the batch's rows, unless the postprocess added some)
     env_errors: int = 0  # environments that failed and were recreated during this sample
     # each completed episode's (custom_metrics, hist_data), where the callbacks use episode hooks
     episode_metrics: list[EpisodeRecord] = field(default_factory=list)
@@ -107,6 +107,16 @@ class EnvStreams:
     def normal(self, dim: int) -> np.ndarray:
         """float32: the float64 draws rounded once a block (numpy's float32 draws are other values)."""
         return self._draw(("normal", dim), lambda g: g.standard_normal((self.BLOCK, dim)).astype(np.float32))
+
+
+def bootstrap_ends(ends: np.ndarray, bootstrap: np.ndarray) -> np.ndarray:
+    """Episode ends ``[T, N]`` moved onto V-trace's ``[T + 1, N]`` rows (``vtrace_columns``): a
+    bootstrap row holds the final observation of the episode truncated on the step before it, so
+    that episode ends on the bootstrap row, which ``on_postprocess_trajectory`` sees as its last."""
+    ends = np.concatenate([ends, np.zeros_like(ends[:1])])
+    before = np.concatenate([np.zeros_like(ends[:1]), ends[:-1]])  # [T + 1, N]: the step before ended
+    after = np.concatenate([bootstrap[1:], np.zeros_like(bootstrap[:1])])  # the row after is a bootstrap row
+    return (ends & ~after) | (bootstrap & before)
 
 
 class RolloutWorker:
@@ -453,12 +463,14 @@ class RolloutWorker:
         return columns, returns, lengths, records
 
     def _load(self, weights: np.ndarray, filters: FilterStats | None) -> None:
-        """Take the learner's weights and the merged filter statistics."""
-        self._weights = weights
-        if self._policy is not None:
-            self._policy.set_flat_weights(weights)
-        elif self.actor is not None:
-            self.actor.load(weights)
+        """Take the learner's weights (unless they are the very array loaded last: a streaming worker
+        samples fragment after fragment with one) and the merged filter statistics."""
+        if weights is not self._weights:
+            self._weights = weights
+            if self._policy is not None:
+                self._policy.set_flat_weights(weights)
+            elif self.actor is not None:
+                self.actor.load(weights)
         if filters is not None and filters.obs is not None:
             self.obs_filter.set_stats(filters.obs)
         if filters is not None and filters.reward is not None and self.reward_filter is not None:
@@ -482,14 +494,17 @@ class RolloutWorker:
             self.episodes.new_fragment()
         columns, returns, lengths, records = self._rollout(complete, num_episodes)
         ends = columns["terminated"] | columns["truncated"] if self.hooks.uses("on_postprocess_trajectory") else None
+        steps = int(np.count_nonzero(columns["valid"]))  # a postprocess may add rows (V-trace's bootstrap rows)
         columns = self.postprocess(columns, self.config)
+        if ends is not None and "bootstrap" in columns:
+            ends = bootstrap_ends(ends, columns["bootstrap"])
         valid = columns.pop("valid").T  # [N, T]: env-major keeps each episode contiguous
         batch = Batch({key: np.swapaxes(value, 0, 1)[valid] for key, value in columns.items()})
         if ends is not None and self.episodes is not None:
             self.episodes.trajectories(batch, valid, ends.T)
         self.hooks("on_sample_end", worker=self, samples=batch)
         return SampleResult(batch, np.asarray(returns, np.float32), np.asarray(lengths, np.int64),
-                            self._pop_filter_delta(), len(batch), self.num_env_errors - errors_before, records)
+                            self._pop_filter_delta(), steps, self.num_env_errors - errors_before, records)
 
     def sample_and_apply(self, weights: np.ndarray, filter_stats: FilterStats | None,
                          fn: Callable[[Policy, Batch, AlgorithmConfig], Any],
