@@ -127,11 +127,13 @@ class Algorithm(ABC):
         # of a process (torch's default threads) and later ones (the learner's) would differ
         torch.set_num_threads(1)
         self.preprocess, policy = build_policy(self.observation_space, self.action_space, config.model,
-                                               config.network, config.head_hiddens)
+                                               config.network, config.head_hiddens,
+                                               action_mask_key=config.action_mask_key)
         check_trainable(policy, config.model)
         self.policy = policy.to(self.device)
         torch.set_num_threads(self.learner_threads())
-        self.obs_filter = make_filter(config.observation_filter, self.preprocess.shape)
+        mask = self.preprocess.mask
+        self.obs_filter = make_filter(config.observation_filter, self.preprocess.shape, None if mask is None else mask.mask)
         self.reward_stats = RunningStats(()) if config.normalize_rewards else None
         self.rng = np.random.default_rng(config.seed)
         self.iteration = 0
