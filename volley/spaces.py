@@ -63,7 +63,8 @@ class Leaf:
 
 
 def _leaf(space: gym.Space, where: str) -> Leaf:
-    """The leaf ``space`` is; a ConfigError naming it (and ``where`` it sits) if volley cannot take it."""
+    """The leaf ``space`` is; a ConfigError naming it (``where``: the whole space and its place there)
+    if volley cannot take it."""
     none = np.zeros(0, np.int64)
     if isinstance(space, gym.spaces.Discrete):
         return Leaf(space, (int(space.n),), np.array([int(space.start)]), 0)
@@ -74,24 +75,24 @@ def _leaf(space: gym.Space, where: str) -> Leaf:
         return Leaf(space, (2,) * size, np.zeros(size, np.int64), 0)
     if isinstance(space, gym.spaces.Box) and space.dtype.kind in "iu":
         if not (np.isfinite(space.low).all() and np.isfinite(space.high).all()):
-            raise ConfigError(f"action space {space}{where} is an integer Box without finite bounds: volley "
+            raise ConfigError(f"{where}action space {space} is an integer Box without finite bounds: volley "
                               "takes its elements as categoricals from low to high")
         sizes = (space.high - space.low + 1).ravel()
         return Leaf(space, tuple(int(n) for n in sizes), space.low.ravel().astype(np.int64), 0)
     if isinstance(space, gym.spaces.Box) and space.dtype.kind == "f":
         return Leaf(space, (), none, int(np.prod(space.shape)))
-    raise ConfigError(f"action space {space}{where} is not supported: volley's policies take {TAKES}")
+    raise ConfigError(f"{where}action space {space} is not supported: volley's policies take {TAKES}")
 
 
-def _leaves(space: gym.Space, path: str = "") -> Iterator[Leaf]:
+def _leaves(space: gym.Space, whole: gym.Space, path: str = "") -> Iterator[Leaf]:
     if isinstance(space, gym.spaces.Dict):
         for key, subspace in space.spaces.items():
-            yield from _leaves(subspace, f"{path}[{key!r}]")
+            yield from _leaves(subspace, whole, f"{path}[{key!r}]")
     elif isinstance(space, gym.spaces.Tuple):
         for i, subspace in enumerate(space.spaces):
-            yield from _leaves(subspace, f"{path}[{i}]")
+            yield from _leaves(subspace, whole, f"{path}[{i}]")
     else:
-        yield _leaf(space, f" (at {path})" if path else "")
+        yield _leaf(space, f"in {whole}, the part {path}: " if path else "")
 
 
 class Inputs(NamedTuple):
@@ -109,7 +110,7 @@ class ActionLayout:
 
     def __init__(self, space: gym.Space) -> None:
         self.space = space
-        self.leaves = list(_leaves(space))
+        self.leaves = list(_leaves(space, space))
         self.kind = ("discrete" if isinstance(space, gym.spaces.Discrete) else
                      "box" if isinstance(space, gym.spaces.Box) and len(space.shape) == 1 and space.dtype.kind == "f"
                      else "composite")  # the first two are today's fast paths: actions [B] and [B, d]
@@ -124,7 +125,7 @@ class ActionLayout:
         # [K, max n] indices into the logits (a padding entry points one past them): every categorical
         # of a composite drawn, scored and summed at once, where a loop would take one call per part
         widest = max(self.categories, default=0)
-        starts = np.cumsum((0, *self.categories))[:-1]
+        starts = self.starts = np.cumsum((0, *self.categories))[:-1]  # each categorical's first logit
         self.padded = np.full((len(self.categories), widest), self.num_logits, np.int64)
         for k, (start, n) in enumerate(zip(starts, self.categories, strict=True)):
             self.padded[k, :n] = np.arange(start, start + n)
@@ -165,18 +166,22 @@ class ActionLayout:
                               f"and Tuple or Dict of these), but the action space is {self.space}")
         return self.num_logits
 
-    def mask_problem(self, masks: np.ndarray) -> tuple[int, str] | None:
-        """The first row of ``masks`` ``[N, L]`` that is not a mask (an entry other than 0 and 1) or
-        that allows no choice for one of the categoricals, and why; None when all are sound."""
-        bad = ((masks != 0) & (masks != 1)).any(-1)
-        if bad.any():
+    def mask_problem(self, masks: np.ndarray, acting: np.ndarray) -> tuple[int, str] | None:
+        """The first row of ``masks`` ``[N, L]`` that is not a mask (an entry other than 0 and 1), or of
+        the rows ``acting`` ``[N]`` that allows no choice for one of the categoricals, and why; None
+        when all are sound: the usual case, a few numpy calls a step."""
+        if np.count_nonzero(masks * (masks - 1)):  # 0 only where every entry is 0 or 1
+            bad = ((masks != 0) & (masks != 1)).any(-1)
             return int(np.flatnonzero(bad)[0]), "an action mask holds 0 and 1 (False and True) only"
-        padded = np.concatenate([masks != 0, np.zeros((len(masks), 1), bool)], -1)[:, self.padded]
-        empty = ~padded.any(-1).all(-1)
-        if empty.any():
-            return int(np.flatnonzero(empty)[0]), "it allows no action" + (
-                "" if len(self.categories) == 1 else " for one of the action's parts")
-        return None
+        allows = (masks.any(-1) if len(self.categories) == 1 else
+                  np.maximum.reduceat(masks, self.starts, axis=-1).all(-1))  # each categorical's largest entry
+        if allows.all():
+            return None
+        empty = acting & ~allows
+        if not empty.any():
+            return None
+        return int(np.flatnonzero(empty)[0]), "it allows no action" + (
+            "" if len(self.categories) == 1 else " for one of the action's parts")
 
     # -- to the environment ------------------------------------------------------------------
 

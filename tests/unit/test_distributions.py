@@ -241,9 +241,12 @@ def test_the_mask_is_checked_against_the_action_space():
 
 
 def test_mask_problems_name_the_row_and_why():
-    layout = action_layout(MultiDiscrete([2, 3]))
-    assert layout.mask_problem(np.array([[1, 0, 0, 0, 1], [0, 1, 1, 1, 1]], np.float32)) is None
-    assert layout.mask_problem(np.array([[1, 0, 0, 0, 1], [0, 0, 1, 1, 1]], np.float32)) == (
-        1, "it allows no action for one of the action's parts")
-    assert layout.mask_problem(np.array([[1, 0.5, 0, 0, 1]], np.float32)) == (
-        0, "an action mask holds 0 and 1 (False and True) only")
+    layout, acting = action_layout(MultiDiscrete([2, 3])), np.array([True, True])
+    assert layout.mask_problem(np.array([[1, 0, 0, 0, 1], [0, 1, 1, 1, 1]], np.float32), acting) is None
+    empty = np.array([[1, 0, 0, 0, 1], [0, 0, 1, 1, 1]], np.float32)
+    assert layout.mask_problem(empty, acting) == (1, "it allows no action for one of the action's parts")
+    assert layout.mask_problem(empty, np.array([True, False])) is None  # a final observation: not acted on
+    assert layout.mask_problem(np.array([[1, 0, 0, 0, 1], [1, 0.5, 0, 0, 1]], np.float32), acting) == (
+        1, "an action mask holds 0 and 1 (False and True) only")
+    assert action_layout(Discrete(3)).mask_problem(np.array([[0, 0, 1], [0, 0, 0]]), acting) == (
+        1, "it allows no action")

@@ -331,11 +331,10 @@ class RolloutWorker:
         to be acted on holds anything but 0 and 1 or allows no action (a final observation, acted on
         only for its value, may allow none: a finished game has no legal move)."""
         assert self._obs is not None and self._mask_layout is not None and self.preprocess.mask is not None
-        acting = ~self._autoreset
-        problem = self._mask_layout.mask_problem(self._obs[acting][:, self.preprocess.mask.mask])
+        problem = self._mask_layout.mask_problem(self._obs[:, self.preprocess.mask.mask], ~self._autoreset)
         if problem is None:
             return
-        j = int(np.flatnonzero(acting)[problem[0]])
+        j = problem[0]
         mask = self._obs[j, self.preprocess.mask.mask]
         raise EnvError(f"environment '{self.config.env}' (worker {self.worker_index}, env index {j}) gave the action "
                        f"mask {np.array2string(mask, separator=' ', threshold=20)} (observation key "
