@@ -9,11 +9,11 @@ import pytest
 import torch
 from gymnasium.spaces import Box, Dict, Discrete, MultiBinary, MultiDiscrete, Tuple
 
-from volley import ModelConfig
+from volley import Algorithm, ModelConfig, PPOConfig, TorchCategorical, TorchDiagGaussian
 from volley.acting import NumpyActor, action_head, epsilon_greedy_logp, find_action_mask
 from volley.catalog import build_policy
 from volley.distributions import Categorical, EpsilonGreedy, action_distribution, masked
-from volley.errors import ConfigError
+from volley.errors import ConfigError, VolleyError
 from volley.rollout.worker import EnvStreams
 from volley.spaces import MASKED, action_layout
 
@@ -250,3 +250,86 @@ def test_mask_problems_name_the_row_and_why():
         1, "an action mask holds 0 and 1 (False and True) only")
     assert action_layout(Discrete(3)).mask_problem(np.array([[0, 0, 1], [0, 0, 0]]), acting) == (
         1, "it allows no action")
+
+
+def test_rllibs_torch_wrappers_are_torch_distributions():
+    logits, other = torch.tensor([[1.0, 0.0, -1.0], [0.5, 0.5, 2.0]]), torch.tensor([[0.0, 0.0, 0.0], [1.0, 2.0, 3.0]])
+    ours, ref = TorchCategorical(logits), torch.distributions.Categorical(logits=logits)
+    actions = torch.tensor([2, 1])
+    torch.testing.assert_close(ours.logp(actions), ref.log_prob(actions))
+    torch.testing.assert_close(ours.entropy(), ref.entropy())
+    torch.testing.assert_close(ours.kl(TorchCategorical(other)),
+                               torch.distributions.kl_divergence(ref, torch.distributions.Categorical(logits=other)))
+    assert ours.deterministic_sample().tolist() == [0, 2]
+    assert TorchCategorical.required_model_output_shape(Discrete(3), {}) == 3
+    inputs = torch.tensor([[0.5, -1.0, 0.2, -0.4]])
+    gaussian = TorchDiagGaussian(inputs, None)
+    normal = torch.distributions.Normal(torch.tensor([[0.5, -1.0]]), torch.tensor([[0.2, -0.4]]).exp())
+    torch.testing.assert_close(gaussian.logp(torch.zeros(1, 2)), normal.log_prob(torch.zeros(1, 2)).sum(-1))
+    torch.testing.assert_close(gaussian.entropy(), normal.entropy().sum(-1))
+    assert TorchDiagGaussian.required_model_output_shape(Box(-1, 1, (2, 3)), {}) == 12
+
+
+def test_a_custom_distribution_draws_from_the_workers_own_generator():
+    """A custom distribution acts in torch with its own sample(): each worker's draws come from a
+    generator seeded by the run's seed and its first environment, carried from step to step, and
+    torch's global generator is left as it was."""
+    import action_spaces  # noqa: F401  (registers the autoregressive model and distribution)
+
+    model = ModelConfig(custom_model="autoregressive_model", custom_action_dist="binary_autoreg_dist")
+    _, policy = build_policy(Discrete(2), Tuple([Discrete(2), Discrete(2)]), model)
+    obs = np.eye(2, dtype=np.float32)[[0, 1, 1, 0] * 25]
+
+    def draws(seed: int) -> np.ndarray:
+        streams = EnvStreams(seed, list(range(100)))
+        return np.stack([policy.act(obs, [], streams, True)[0] for _ in range(3)])
+
+    torch.manual_seed(123)
+    outside = torch.get_rng_state()
+    first = draws(0)
+    assert torch.equal(torch.get_rng_state(), outside)  # the global generator as it was
+    assert first.shape == (3, 100, 2) and first.dtype == np.int64
+    np.testing.assert_array_equal(draws(0), first)  # a function of the seed
+    assert not np.array_equal(first[0], first[1]) and not np.array_equal(draws(1), first)
+    actions, inputs = policy.act(obs, [], EnvStreams(0, list(range(100))), True)[:2]
+    with torch.no_grad():
+        want = policy.distribution_of(torch.as_tensor(inputs)).log_prob(torch.as_tensor(actions)).numpy()
+    np.testing.assert_allclose(policy.log_prob(inputs[None], actions[None])[0], want, rtol=1e-6)
+    mode = policy.act(obs[:2], [], EnvStreams(0, [0, 1]), False)[0]
+    assert mode.shape == (2, 2)  # deterministic_sample(), flattened as the batch holds actions
+
+
+@pytest.mark.parametrize("case", ["masked", "nested", "custom_dist"])
+def test_a_checkpoint_restores_the_policy_of_every_action_space(case, tmp_path):
+    import action_spaces
+
+    if case == "masked":
+        config = action_spaces.load_example("action_masking").config("ppo").training(train_batch_size=200,
+                                                                                     minibatch_size=50)
+    elif case == "nested":
+        config = action_spaces.load_example("multidiscrete_actions").config("nested", 0).training(
+            train_batch_size=200, minibatch_size=50)
+    else:
+        config = PPOConfig().environment("correlated_actions").training(
+            train_batch_size=200, minibatch_size=50,
+            model={"custom_model": "autoregressive_model", "custom_action_dist": "binary_autoreg_dist"})
+    with config.resources(engine="local").rollouts(num_envs_per_worker=2).build() as algo:
+        algo.train()
+        env = algo.driver_worker().env
+        obs = [env.single_observation_space.sample() for _ in range(4)]
+        for o in obs if case == "masked" else []:
+            o["action_mask"] = np.round(o["action_mask"])
+            o["action_mask"][0] = 1.0
+        before = [algo.compute_single_action(o) for o in obs]
+        path = algo.save(tmp_path / "ckpt")
+    with Algorithm.from_checkpoint(path) as restored:
+        after = [restored.compute_single_action(o) for o in obs]
+        for a, b in zip(before, after, strict=True):
+            assert str(a) == str(b)
+        if case != "masked":
+            return
+        assert all(o["action_mask"][a] == 1 for o, a in zip(obs, before, strict=True))
+        obs[0]["action_mask"][:] = 0.0
+        with pytest.raises(VolleyError, match=r"^compute_single_action: the action mask \[0\. 0\. .* 0\.\] \(observation "
+                                              r"key 'action_mask'\): it allows no action$"):
+            restored.compute_single_action(obs[0])
