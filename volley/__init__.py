@@ -34,6 +34,12 @@ if TYPE_CHECKING:
     from volley.callbacks import DefaultCallbacks, Episode, RLlibCallback, make_multi_callbacks
     from volley.catalog import ModelCatalog
     from volley.config import AlgorithmConfig, ModelConfig
+    from volley.distributions import (
+        ActionDistribution,
+        TorchCategorical,
+        TorchDiagGaussian,
+        TorchDistributionWrapper,
+    )
     from volley.envs import register_env
     from volley.errors import CallbackError, CheckpointError, ConfigError, EnvError, VolleyError
     from volley.modelv2 import FullyConnectedNetwork, TorchModelV2
@@ -42,6 +48,8 @@ _HOMES = {
     "Algorithm": "volley.algorithm", "AlgorithmConfig": "volley.config", "ModelConfig": "volley.config",
     "register_env": "volley.envs", "ModelCatalog": "volley.catalog", "TorchModelV2": "volley.modelv2",
     "FullyConnectedNetwork": "volley.modelv2",
+    **dict.fromkeys(["ActionDistribution", "TorchCategorical", "TorchDiagGaussian", "TorchDistributionWrapper"],
+                    "volley.distributions"),
     **dict.fromkeys(["CallbackError", "CheckpointError", "ConfigError", "EnvError", "VolleyError"], "volley.errors"),
     **dict.fromkeys(["DefaultCallbacks", "Episode", "RLlibCallback", "make_multi_callbacks"], "volley.callbacks"),
     **dict.fromkeys(["APPO", "APPOConfig", "IMPALA", "IMPALAConfig", "ApexDQN", "ApexDQNConfig",
@@ -57,8 +65,9 @@ def __getattr__(name: str) -> Any:
     return getattr(importlib.import_module(_HOMES[name]), name)
 
 
-__all__ = ["APPO", "APPOConfig", "IMPALA", "IMPALAConfig", "ApexDQN", "ApexDQNConfig", "DQN", "DQNConfig", "PG", "PGConfig", "PPO", "Algorithm", "AlgorithmConfig",
-           "CallbackError", "CheckpointError", "ConfigError", "DefaultCallbacks", "EnvError", "Episode",
-           "FullyConnectedNetwork", "ModelCatalog", "ModelConfig", "PPOConfig", "RLlibCallback", "TRPO",
-           "TRPOConfig", "TorchModelV2", "VolleyError", "__version__", "get_trainable_cls", "make_multi_callbacks",
-           "register_env"]
+__all__ = ["APPO", "APPOConfig", "IMPALA", "IMPALAConfig", "ActionDistribution", "ApexDQN", "ApexDQNConfig", "DQN",
+           "DQNConfig", "PG", "PGConfig", "PPO", "Algorithm", "AlgorithmConfig", "CallbackError", "CheckpointError",
+           "ConfigError", "DefaultCallbacks", "EnvError", "Episode", "FullyConnectedNetwork", "ModelCatalog",
+           "ModelConfig", "PPOConfig", "RLlibCallback", "TRPO", "TRPOConfig", "TorchCategorical", "TorchDiagGaussian",
+           "TorchDistributionWrapper", "TorchModelV2", "VolleyError", "__version__", "get_trainable_cls",
+           "make_multi_callbacks", "register_env"]

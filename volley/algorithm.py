@@ -35,7 +35,7 @@ from volley.checkpoint import (
 from volley.config import AlgorithmConfig
 from volley.engines import WorkerGroup, make_worker_group
 from volley.envs import EnvCreator, SingleEnv, check_env_id, env_actions, registered_creator
-from volley.errors import CheckpointError, ConfigError, TrainingError, did_you_mean
+from volley.errors import CheckpointError, ConfigError, TrainingError, VolleyError, did_you_mean
 from volley.models import ActorCriticPolicy, Policy
 from volley.optim import Optimizer
 from volley.rllib_results import DEFAULT_POLICY, evaluation_views, training_views
@@ -43,6 +43,7 @@ from volley.rollout.batch import Batch
 from volley.rollout.filters import FilterStats, RunningStats, make_filter
 from volley.rollout.worker import EnvStreams, RolloutWorker, SampleResult
 from volley.schedules import value_at
+from volley.spaces import action_layout
 
 EVAL_SEED_OFFSET = 1_000_000  # evaluation environments never replay training seeds
 
@@ -127,11 +128,13 @@ class Algorithm(ABC):
         # of a process (torch's default threads) and later ones (the learner's) would differ
         torch.set_num_threads(1)
         self.preprocess, policy = build_policy(self.observation_space, self.action_space, config.model,
-                                               config.network, config.head_hiddens)
+                                               config.network, config.head_hiddens,
+                                               action_mask_key=config.action_mask_key)
         check_trainable(policy, config.model)
         self.policy = policy.to(self.device)
         torch.set_num_threads(self.learner_threads())
-        self.obs_filter = make_filter(config.observation_filter, self.preprocess.shape)
+        mask = self.preprocess.mask
+        self.obs_filter = make_filter(config.observation_filter, self.preprocess.shape, None if mask is None else mask.mask)
         self.reward_stats = RunningStats(()) if config.normalize_rewards else None
         self.rng = np.random.default_rng(config.seed)
         self.iteration = 0
@@ -486,6 +489,12 @@ class Algorithm(ABC):
         environment receives it (``normalize_actions``, ``clip_actions``), as in RLlib; drawn as
         the workers draw theirs (:meth:`Policy.act`), with a custom model in eval mode."""
         processed = self.obs_filter(self.preprocess(_batch_of_one(obs), 1), update=False)
+        mask = self.preprocess.mask
+        if mask is not None:  # a mask of the caller's: checked as the workers check the environments'
+            problem = action_layout(self.action_space).mask_problem(processed[:, mask.mask], np.ones(1, bool))
+            if problem is not None:
+                raise VolleyError(f"compute_single_action: the action mask {processed[0, mask.mask]} (observation "
+                                  f"key {self.config.action_mask_key!r}): {problem[1]}")
         streams = self.__dict__.setdefault("_single_streams", EnvStreams(self.config.seed, [EVAL_SEED_OFFSET - 1]))
         training = self.policy.training
         self.policy.eval()

@@ -565,8 +565,12 @@ RLLIB_KEYS: list[RLlibKey] = [
     translated("model.custom_model_config", ("model",), lambda v: {"model": {"custom_model_config": v}},
                ("model",), "`model.custom_model_config`: keyword arguments of the custom model's "
                "constructor (JSON data)", example={"size": 3}),
-    refused("model.custom_action_dist", ("model",), "volley's distributions are categorical and "
-            "diagonal Gaussian", allowed=(None,), example="dist"),
+    translated("model.custom_action_dist", ("model",), lambda v: {"model": {"custom_action_dist": v}}, ("model",),
+               "`model.custom_action_dist`: an `ActionDistribution` / `TorchDistributionWrapper` subclass (kept "
+               "as `'module:QualName'`) or a name given to `ModelCatalog.register_custom_action_dist`, built as "
+               "`cls(outputs, model)` on the model's `required_model_output_shape` outputs; PPO, PG and TRPO "
+               "learn with its `logp`, `entropy` and `kl`, workers act with its `sample()` "
+               "([extending.md](extending.md#custom-action-distributions))", example="my_dist"),
     refused("model.dim", ("model",), "ALE pixels are 84x84 with atari_preprocessing='deepmind'",
             allowed=(84,), example=42),
     refused("model.framestack", ("model",), "atari_preprocessing='deepmind' stacks 4 frames",
@@ -581,7 +585,7 @@ RLLIB_KEYS += [stored_as(entry, f"_{entry.name}") for entry in list(RLLIB_KEYS) 
 
 # RLlib's model keys that change what volley builds around a custom model, so are never just passed
 # to it: refused as volley's own networks refuse them (recurrent wrappers come with issue 34)
-NOT_PASSED_TO_CUSTOM_MODELS = ("use_lstm", "use_attention", "custom_action_dist")
+NOT_PASSED_TO_CUSTOM_MODELS = ("use_lstm", "use_attention")
 
 
 def _passed_to_custom_models(entries: list[RLlibKey]) -> list[RLlibKey]:

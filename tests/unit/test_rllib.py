@@ -294,7 +294,7 @@ def test_frozen_config_refuses_changes_and_copies_thaw_it():
 
 
 def test_validate_and_build_with_env():
-    with pytest.raises(ConfigError, match=r"'gamma' must be in \(0, 1\], got 1.5"):
+    with pytest.raises(ConfigError, match=r"'gamma' must be in \[0, 1\], got 1.5"):
         PPOConfig().training(gamma=1.5).validate()
     config = PPOConfig().resources(engine="local").training(train_batch_size=256, minibatch_size=64)
     algo = config.build(env="Pendulum-v1")

@@ -67,7 +67,7 @@ class APPO(IMPALA):
         ratio = weight * (terms.logp - terms.behaviour_logp).exp()
         adv = terms.advantages
         loss = -torch.min(adv * ratio, adv * ratio.clamp(1 - cfg.clip_param, 1 + cfg.clip_param)).mean()
-        kl = terms.target.kl(terms.dist)[terms.mask].mean()  # type: ignore[arg-type]  # both of one policy kind
+        kl = terms.target.kl(terms.dist)[terms.mask].mean()
         if cfg.use_kl_loss:
             loss = loss + self.kl_coeff * kl
         self.kls.append(kl.detach())

@@ -77,7 +77,7 @@ class TRPO(Algorithm):
         def surrogate_and_kl() -> tuple[torch.Tensor, torch.Tensor, Distribution]:
             dist = self.policy.distribution(obs)
             ratio = (dist.log_prob(actions) - old_logp).exp()
-            kl = old_dist.kl(dist)  # type: ignore[arg-type]  # one policy's: always the same kind
+            kl = old_dist.kl(dist)  # one policy's: always the same kind
             return (ratio * advantages).mean(), kl.mean(), dist
 
         # natural gradient: s = F⁻¹ g by conjugate gradient, F the KL's Hessian
@@ -87,7 +87,7 @@ class TRPO(Algorithm):
             return {"policy_loss": -surrogate.item(), "surrogate_improvement": 0.0, "kl": 0.0,
                     "entropy": math.nan, "line_search_fraction": 0.0}
         fvp = fisher_vector_product(
-            dist.inputs, lambda inputs: old_dist.kl(type(dist)(*inputs)).mean(),  # type: ignore[arg-type]
+            dist.inputs, lambda inputs: old_dist.kl(dist.with_inputs(*inputs)).mean(),
             params, cfg.cg_damping)
         direction = conjugate_gradient(fvp, gradient, cfg.cg_iters)
         # largest step along s with ½ sᵀF s = max_kl
