@@ -55,6 +55,10 @@ class ModelConfig:
         default=False, metadata={"help": "share the MLP body between policy and value (CNNs always share)"})
     log_std_init: float = field(
         default=0.0, metadata={"help": "initial log standard deviation of a Gaussian policy"})
+    fcnet_init: Literal["orthogonal", "normal"] = field(
+        default="orthogonal",
+        metadata={"help": "weights of the MLP and the heads: 'orthogonal' (gain √2, policy head 0.01; "
+                          "PPO's) or 'normal' (N(0, 1/fan_in) on every layer; Karpathy's Pong)"})
 
 
 @dataclass(frozen=True)
