@@ -64,19 +64,22 @@ ENV_VARIANTS: dict[str, dict[str, Any]] = {
 
 
 class EpisodeLog:
-    """The JSON-lines log, with the running reward and the cumulative counters carried over a
-    restart (lines written after the last saved state are dropped on resume)."""
+    """The JSON-lines log. A resumed run starts from the line of the last episode its saved state
+    learned from (every line is written before the state that follows it is saved): the
+    running reward and the cumulative counters go on from there, later lines are dropped."""
 
-    def __init__(self, path: Path, saved: dict[str, Any] | None) -> None:
+    def __init__(self, path: Path, episode: int) -> None:
         self.path = path
         self.episode, self.running, self.env_steps, self.frames, self.wall_s = 0, None, 0, 0, 0.0
-        if saved is not None:
-            self.episode, self.env_steps, self.frames = (int(saved[k]) for k in ("episode", "env_steps", "frames"))
-            self.wall_s = float(saved["wall_s"])
-            self.running = float(saved["running"])
-        kept = [line for line in (path.read_text().splitlines() if path.exists() else [])
-                if line and json.loads(line)["episode"] <= self.episode]
-        path.write_text("".join(line + "\n" for line in kept))
+        rows = [json.loads(line) for line in (path.read_text().splitlines() if path.exists() else []) if line]
+        rows = rows[:episode]
+        if episode:
+            if len(rows) < episode:
+                raise SystemExit(f"{path} has {len(rows)} episodes, the saved state {episode}")
+            last = rows[-1]
+            self.episode, self.running, self.env_steps = episode, last["running_reward"], last["env_steps"]
+            self.frames, self.wall_s = last["frames"] or 0, last["wall_s"]
+        path.write_text("".join(json.dumps(row) + "\n" for row in rows))
         self.started = time.perf_counter() - self.wall_s
 
     def add(self, reward: float, steps: int, frames: int | None) -> None:
@@ -89,11 +92,8 @@ class EpisodeLog:
         with self.path.open("a") as f:
             f.write(json.dumps({"episode": self.episode, "reward": reward,
                                 "running_reward": round(self.running, 4), "env_steps": self.env_steps,
-                                "frames": self.frames if frames is not None else None, "wall_s": round(self.wall_s, 2)}) + "\n")
-
-    def counters(self) -> dict[str, Any]:
-        return {"episode": self.episode, "running": self.running, "env_steps": self.env_steps,
-                "frames": self.frames, "wall_s": self.wall_s}
+                                "frames": self.frames if frames is not None else None,
+                                "wall_s": round(self.wall_s, 2)}) + "\n")
 
 
 # -- the reference --------------------------------------------------------------------------
@@ -196,14 +196,14 @@ def run_reference(args: argparse.Namespace) -> None:
     state_path = args.out.with_suffix(".state.npz")
     rng = np.random.default_rng(args.seed)
     net = Reference(rng)
-    saved = None
+    episode = 0
     if state_path.exists():
         with np.load(state_path) as data:
             saved = json.loads(str(data["counters"]))
             for k in net.model:
                 net.model[k], net.cache[k] = data[k], data["cache_" + k]
-        rng.bit_generator.state = saved["rng"]
-    log = EpisodeLog(args.out, saved)
+        rng.bit_generator.state, episode = saved["rng"], saved["episode"]
+    log = EpisodeLog(args.out, episode)
     # a resumed run's environment restarts from a seed of its own (the emulator is not saved)
     env = make_env(args.env_variant, args.seed + 1_000_003 * log.episode)
     pending: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
@@ -222,7 +222,7 @@ def run_reference(args: argparse.Namespace) -> None:
                     net.accumulate(xs.astype(np.float32), hs, dlogps * a)
                 pending = []
             net.update()
-            counters = {**log.counters(), "rng": rng.bit_generator.state}
+            counters = {"episode": log.episode, "rng": rng.bit_generator.state}
             tmp = state_path.with_suffix(".tmp.npz")
             np.savez(tmp, counters=json.dumps(counters), **net.model,
                      **{"cache_" + k: v for k, v in net.cache.items()})
@@ -244,12 +244,11 @@ def run_volley(args: argparse.Namespace) -> None:
     overrides = {"engine": args.engine, "num_workers": 2, "seed": args.seed, "log_level": "WARNING",
                  "env_config": ENV_VARIANTS[args.env_variant],
                  **{key: yaml.safe_load(value) for key, value in (kv.split("=", 1) for kv in args.set)}}
-    if (ckpt / "counters.json").exists():
-        algo = Algorithm.from_checkpoint(ckpt)
-        saved = json.loads((ckpt / "counters.json").read_text())
+    if (ckpt / "volley_checkpoint.json").exists():
+        algo = Algorithm.from_checkpoint(ckpt, engine=args.engine)
     else:
-        algo, saved = preset.make_config(overrides).build(), None
-    log = EpisodeLog(args.out, saved)
+        algo = preset.make_config(overrides).build()
+    log = EpisodeLog(args.out, algo.episodes_total)
     while log.episode < args.episodes:
         result = algo.train()
         returns = result["episode_returns_this_iter"]
@@ -257,7 +256,6 @@ def run_volley(args: argparse.Namespace) -> None:
         for reward, steps in zip(returns, lengths, strict=True):
             log.add(float(reward), int(steps), None)
         algo.save(ckpt)
-        (ckpt / "counters.json").write_text(json.dumps(log.counters()))
     algo.stop()
 
 
@@ -270,14 +268,16 @@ def read_runs(folder: Path) -> dict[str, list[dict[str, Any]]]:
 
 
 def report(folder: Path, png: Path | None, marks: tuple[int, ...] = (1000, 2000, 3000, 4000, 5000, 6000)) -> None:
-    """Print the running reward of every run at ``marks`` episodes (a Markdown table) and draw
-    running reward against episodes, one panel per environment variant."""
+    """Print the running reward of every run at ``marks`` episodes (a Markdown table, with the
+    env steps per wall-clock second over the whole run) and draw running reward against
+    episodes, one panel per environment variant."""
     runs = read_runs(folder)
-    print("| run | episodes | " + " | ".join(f"at {m:,}" for m in marks) + " |")
-    print("| --- | --- |" + " --- |" * len(marks))
+    print("| run | episodes | env steps/s | " + " | ".join(f"at {m:,}" for m in marks) + " |")
+    print("| --- | --- | --- |" + " --- |" * len(marks))
     for name, rows in runs.items():
         cells = [f"{rows[m - 1]['running_reward']:.1f}" if len(rows) >= m else "" for m in marks]
-        print(f"| {name} | {len(rows):,} | " + " | ".join(cells) + " |")
+        rate = f"{rows[-1]['env_steps'] / rows[-1]['wall_s']:,.0f}" if rows else ""
+        print(f"| {name} | {len(rows):,} | {rate} | " + " | ".join(cells) + " |")
     if png is None:
         return
     import matplotlib
