@@ -40,6 +40,7 @@ a ``.ckpt`` directory for volley), saved after every update::
     python benchmarks/karpathy_pong.py --library volley --env-variant 2016 --seed 0 \\
         --episodes 3000 --out /work/runs/pong/volley-2016-s0.jsonl
     python benchmarks/karpathy_pong.py --report /work/runs/pong --png benchmarks/karpathy_pong.png
+    python benchmarks/karpathy_pong.py --check    # the same first update from the same episodes
 """
 
 from __future__ import annotations
@@ -259,6 +260,60 @@ def run_volley(args: argparse.Namespace) -> None:
     algo.stop()
 
 
+def check_same_update(variant: str, seed: int) -> None:
+    """Two episodes played by the reference with volley's initial weights (W2 = the UP row of
+    volley's head less the DOWN row), then one update of each from them: how far apart the
+    gradients and the first-layer step are. What remains different by construction: volley's
+    head has a row per action (the UP-minus-DOWN difference steps twice as far under
+    RMSProp) and biases (zero at first, then trained)."""
+    import torch
+
+    from volley.presets import load_preset
+    from volley.rollout.advantages import returns_columns
+    from volley.rollout.batch import Batch
+
+    torch.set_num_threads(1)
+    algo = load_preset("pg-pong").make_config(
+        {"engine": "local", "num_workers": 0, "mode": "samples", "env_config": ENV_VARIANTS[variant]}).build()
+    start = algo.policy.get_weights()
+    rng = np.random.default_rng(seed)
+    net = Reference(rng)
+    net.model = {"W1": start["pi_body.0.weight"].copy(),
+                 "W2": start["pi_head.weight"][0] - start["pi_head.weight"][1]}  # action 0 is UP
+    env = make_env(variant, seed)
+    columns: dict[str, list[np.ndarray]] = {"obs": [], "actions": [], "rewards": [], "cuts": []}
+    for _ in range(2):
+        xs, hs, dlogps, rewards, _ = play(env, net, rng)
+        net.accumulate(xs.astype(np.float32), hs, dlogps * standardized(discounted_returns(rewards, net.gamma)))
+        columns["obs"].append(xs.astype(np.float32))
+        columns["actions"].append(np.where(dlogps > 0, 0, 1))  # y - p > 0 exactly when UP was taken
+        columns["rewards"].append(rewards)
+        columns["cuts"].append(np.arange(len(rewards)) == len(rewards) - 1)
+    joined = {key: np.concatenate(parts) for key, parts in columns.items()}
+    joined["valid"] = np.ones(len(joined["rewards"]), bool)
+    batch = Batch({k: v for k, v in returns_columns(joined, algo.config).items() if k != "valid"})
+    algo.optimizer.zero_grad()
+    algo.loss(batch).backward()  # volley descends -Σ A log π: its gradient is minus the reference's
+    grads = {name: -p.grad.numpy() for name, p in algo.policy.named_parameters() if p.grad is not None}
+    reference_grads = {k: v.copy() for k, v in net.grad.items()}
+    net.update()
+    algo.optimizer.step()
+    steps = {"volley": algo.policy.get_weights()["pi_body.0.weight"] - start["pi_body.0.weight"],
+             "reference": net.model["W1"] - start["pi_body.0.weight"]}
+
+    def apart(a: np.ndarray, b: np.ndarray) -> str:
+        return f"{np.abs(a - b).max() / np.abs(b).max():.1e}"
+
+    print(f"{len(batch['obs'])} steps; max |volley - reference| / max |reference|:\n"
+          f"  first-layer gradient {apart(grads['pi_body.0.weight'], reference_grads['W1'])}\n"
+          f"  head gradient, UP row {apart(grads['pi_head.weight'][0], reference_grads['W2'])}, "
+          f"DOWN row {apart(-grads['pi_head.weight'][1], reference_grads['W2'])}\n"
+          f"  first-layer RMSProp step {apart(steps['volley'], steps['reference'])}\n"
+          f"volley's bias gradients (the reference has no biases): hidden up to "
+          f"{np.abs(grads['pi_body.0.bias']).max():.2f}, head {grads['pi_head.bias'].round(2).tolist()}")
+    algo.stop()
+
+
 # -- the report -------------------------------------------------------------------------------
 
 def read_runs(folder: Path) -> dict[str, list[dict[str, Any]]]:
@@ -319,6 +374,8 @@ def main() -> None:
     parser.add_argument("--report", type=Path, metavar="DIR",
                         help="instead of training: the table of every log in DIR (and --png)")
     parser.add_argument("--png", type=Path, help="with --report: the curves' plot")
+    parser.add_argument("--check", action="store_true",
+                        help="instead of training: volley's first update beside the reference's, same episodes")
     parser.add_argument("--standardize", choices=["episode", "batch"], default="episode",
                         help="reference: standardise the returns over each episode (the post's script) "
                              "or over the batch")
@@ -331,6 +388,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.report is not None:
         report(args.report, args.png)
+        return
+    if args.check:
+        check_same_update(args.env_variant, args.seed)
         return
     if args.out is None:
         parser.error("--out is required to train (or --report DIR)")
