@@ -145,6 +145,7 @@ class Algorithm(ABC):
         self.num_skipped_updates = 0
         self._skips_in_a_row = 0
         self._returns_this_iter: list[float] = []
+        self._lengths_this_iter: list[int] = []
         self._recent_returns: deque[float] = deque(maxlen=config.metrics_num_episodes_for_smoothing)
         self._recent_lengths: deque[int] = deque(maxlen=config.metrics_num_episodes_for_smoothing)
         self._episode_metrics = EpisodeMetrics(config.metrics_num_episodes_for_smoothing,
@@ -283,6 +284,7 @@ class Algorithm(ABC):
             if filters is not None:
                 filters.merge(result.filter_delta)
             self._returns_this_iter.extend(result.episode_returns.tolist())
+            self._lengths_this_iter.extend(result.episode_lengths.tolist())
             self._recent_returns.extend(result.episode_returns.tolist())
             self._recent_lengths.extend(result.episode_lengths.tolist())
             self._steps_this_iter += result.env_steps
@@ -368,7 +370,8 @@ class Algorithm(ABC):
         """
         start = time.perf_counter()
         self.workers.begin_iteration()
-        self._sample_time, self._steps_this_iter, self._returns_this_iter = 0.0, 0, []
+        self._sample_time, self._steps_this_iter = 0.0, 0
+        self._returns_this_iter, self._lengths_this_iter = [], []
         stats = self.training_step()
         while (self._steps_this_iter < self.config.min_sample_timesteps_per_iteration
                or time.perf_counter() - start < self.config.min_time_s_per_iteration):
@@ -394,6 +397,7 @@ class Algorithm(ABC):
             "episode_reward_max": float(returns.max()),
             "episode_len_mean": float(np.mean(self._recent_lengths)) if self._recent_lengths else math.nan,
             "episode_returns_this_iter": self._returns_this_iter,
+            "episode_lengths_this_iter": self._lengths_this_iter,
             "time_this_iter_s": took,
             "time_total_s": self.time_total_s,
             "sample_time_s": self._sample_time,

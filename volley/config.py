@@ -71,6 +71,10 @@ class ModelConfig:
     rllib_model_keys: dict = field(
         default_factory=dict, metadata={"help": "RLlib's other model keys set beside a custom_model "
                                         "(conv_filters, post_fcnet_hiddens, ...): passed in its model_config"})
+    fcnet_init: Literal["orthogonal", "normal"] = field(
+        default="orthogonal",
+        metadata={"help": "weights of the MLP and the heads: 'orthogonal' (gain √2, policy head 0.01; "
+                          "PPO's) or 'normal' (N(0, 1/fan_in) on every layer; Karpathy's Pong)"})
 
 
 @dataclass(frozen=True)

@@ -107,7 +107,8 @@ class KarpathyPong(gym.Wrapper):
     def preprocess(cls, frame: np.ndarray) -> np.ndarray:
         """210x160x3 uint8 frame -> 6400 float32 of 0 and 1."""
         field = frame[35:195:2, ::2, 0]
-        return np.isin(field, cls.BACKGROUND, invert=True).astype(np.float32).ravel()
+        # two comparisons: a fifth of np.isin's time on a frame, a tenth of a Pong step's
+        return ((field != cls.BACKGROUND[0]) & (field != cls.BACKGROUND[1])).astype(np.float32).ravel()
 
     def reset(self, **kwargs: Any) -> tuple[np.ndarray, dict]:
         frame, info = self.env.reset(**kwargs)

@@ -65,18 +65,25 @@ from volley.spaces import action_layout
 ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "linear": nn.Identity}
 
 
-def _layer(n_in: int, n_out: int, gain: float) -> nn.Linear:
-    """Orthogonal init, as in the PPO implementation details (Huang et al., 2022)."""
+def _layer(n_in: int, n_out: int, gain: float, init: str = "orthogonal") -> nn.Linear:
+    """Orthogonal weights scaled by ``gain``, as in the PPO implementation details (Huang et al.,
+    2022); or with ``init="normal"`` N(0, 1/n_in) whatever the gain, the "Xavier" init of
+    Karpathy's Pong network, whose output layer starts a hundred times larger than a 0.01
+    policy head (under RMSProp at lr 1e-4 it would take ~700 updates to grow that large).
+    Zero biases."""
     layer = nn.Linear(n_in, n_out)
-    nn.init.orthogonal_(layer.weight, gain)
+    if init == "orthogonal":
+        nn.init.orthogonal_(layer.weight, gain)
+    else:
+        nn.init.normal_(layer.weight, 0.0, 1.0 / np.sqrt(n_in))
     nn.init.zeros_(layer.bias)
     return layer
 
 
-def mlp(n_in: int, hiddens: Sequence[int], activation: str) -> nn.Sequential:
+def mlp(n_in: int, hiddens: Sequence[int], activation: str, init: str = "orthogonal") -> nn.Sequential:
     layers: list[nn.Module] = []
     for width in hiddens:
-        layers += [_layer(n_in, width, np.sqrt(2)), ACTIVATIONS[activation]()]
+        layers += [_layer(n_in, width, np.sqrt(2), init), ACTIVATIONS[activation]()]
         n_in = width
     return nn.Sequential(*layers)
 
@@ -119,7 +126,7 @@ def trunk(obs_shape: tuple[int, ...], is_image: bool, model: ModelConfig) -> tup
         cnn = NatureCNN(obs_shape)
         return cnn, cnn.out_features
     width = model.fcnet_hiddens[-1] if model.fcnet_hiddens else obs_shape[0]
-    return mlp(obs_shape[0], model.fcnet_hiddens, model.fcnet_activation), width
+    return mlp(obs_shape[0], model.fcnet_hiddens, model.fcnet_activation, model.fcnet_init), width
 
 
 def named_arrays(module: nn.Module) -> dict[str, np.ndarray]:
@@ -295,8 +302,8 @@ class ActorCritic(ActorCriticPolicy):
         self.activation = model.fcnet_activation
         self.pi_body, n_feat = trunk(obs_shape, is_image, model)
         self.vf_body = None if is_image or model.vf_share_layers else trunk(obs_shape, False, model)[0]
-        self.pi_head = _layer(n_feat, n_out, 0.01)
-        self.vf_head = _layer(n_feat, 1, 1.0)
+        self.pi_head = _layer(n_feat, n_out, 0.01, model.fcnet_init)
+        self.vf_head = _layer(n_feat, 1, 1.0, model.fcnet_init)
         self.log_std = nn.Parameter(torch.full((n_log_std,), model.log_std_init)) if n_log_std else None
 
     def outputs(self, obs: torch.Tensor, state: Sequence[torch.Tensor] = (),
@@ -365,10 +372,10 @@ class QNetwork(Policy):
         self.activation = model.fcnet_activation
         self.body = body
         # hidden layers on the body (RLlib's DQN hiddens); empty by default, so holding no weights
-        self.hidden = mlp(n_feat, hiddens, model.fcnet_activation)
+        self.hidden = mlp(n_feat, hiddens, model.fcnet_activation, model.fcnet_init)
         n_feat = hiddens[-1] if hiddens else n_feat
-        self.q_head = _layer(n_feat, n_actions, 1.0)  # the advantage stream when dueling
-        self.value_head = _layer(n_feat, 1, 1.0) if dueling else None
+        self.q_head = _layer(n_feat, n_actions, 1.0, model.fcnet_init)  # the advantage stream when dueling
+        self.value_head = _layer(n_feat, 1, 1.0, model.fcnet_init) if dueling else None
         self.epsilon = nn.Parameter(torch.zeros(()), requires_grad=False)
 
     def q_values(self, obs: torch.Tensor) -> torch.Tensor:

@@ -144,6 +144,26 @@ def test_acting_in_numpy_matches_the_torch_network(action_space, model, network)
         actor.load(np.zeros(3, np.float32))
 
 
+@pytest.mark.parametrize("model", [ModelConfig(fcnet_hiddens=[20]), ModelConfig(fcnet_hiddens=[20], vf_share_layers=True)])
+def test_a_wide_input_of_mostly_zeros_acts_as_the_dense_product(model):
+    """The first layer multiplies only the nonzero columns of a wide, sparse input (a Pong frame
+    difference); a batch, a dense input and a narrow one go the ordinary way. All equal torch."""
+    torch.manual_seed(0)
+    _, policy = build_policy(gym.spaces.Box(-1.0, 1.0, (2048,), np.float32), gym.spaces.Discrete(2), model)
+    rng = np.random.default_rng(0)
+    sparse = np.zeros((3, 2048), np.float32)
+    sparse[rng.integers(0, 3, 40), rng.integers(0, 2048, 40)] = rng.choice([-1.0, 1.0], 40)
+    dense = rng.normal(size=(2, 2048)).astype(np.float32)
+    twin = policy.numpy_twin()
+    assert twin is not None
+    for obs in (sparse, sparse[:1], dense):
+        _, logits, values, _ = twin.act(obs, [], EnvStreams(0, list(range(len(obs)))), False)
+        with torch.no_grad():
+            want_logits, want_values, _ = policy.outputs(torch.as_tensor(obs))
+        np.testing.assert_allclose(logits, want_logits.numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(values, want_values.numpy(), rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("model", [ModelConfig(), ModelConfig(vf_share_layers=True)])
 @pytest.mark.parametrize("action_space", [gym.spaces.Discrete(3), gym.spaces.Box(-1.0, 1.0, (2,), np.float32)])
 def test_the_policy_alone_and_the_values_alone_equal_the_full_forward(model, action_space):

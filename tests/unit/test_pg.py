@@ -7,9 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-from volley import ConfigError, PGConfig
+from volley import ConfigError, ModelConfig, PGConfig
 from volley.algorithms.pg import PG
 from volley.envs import KarpathyPong, make_vector_env
+from volley.catalog import build_policy
+from volley.rollout.batch import Batch
 
 
 def pg(mode: str, **training) -> PG:
@@ -18,9 +20,10 @@ def pg(mode: str, **training) -> PG:
             .training(mode=mode, lr=1e-2, batch_episodes=6, **training).debugging(seed=5).build())
 
 
-@pytest.mark.parametrize("standardize", [True, False])
+@pytest.mark.parametrize("standardize", [{"standardize_returns": True}, {"standardize_returns": False},
+                                         {"standardize_over": "episode"}])
 def test_samples_and_gradients_modes_make_the_same_update(standardize):
-    a, b = pg("samples", standardize_returns=standardize), pg("gradients", standardize_returns=standardize)
+    a, b = pg("samples", **standardize), pg("gradients", **standardize)
     try:
         start = a.policy.get_flat_weights()
         np.testing.assert_array_equal(start, b.policy.get_flat_weights())
@@ -31,7 +34,8 @@ def test_samples_and_gradients_modes_make_the_same_update(standardize):
         grads_b = torch.cat([p.grad.reshape(-1) for p in b.policy.policy_parameters()])
         assert grads_a.abs().max() > 1e-4  # a real gradient, not zeros
         torch.testing.assert_close(grads_a, grads_b, rtol=1e-4, atol=1e-6)
-        np.testing.assert_allclose(ra["policy_loss"], rb["policy_loss"], rtol=1e-4, atol=1e-7)
+        # a sum over ~1,000 steps of float32 products whose advantages sum to 0: rounding at 1e-6
+        np.testing.assert_allclose(ra["policy_loss"], rb["policy_loss"], rtol=1e-4, atol=1e-5)
         after_a, after_b = a.policy.get_flat_weights(), b.policy.get_flat_weights()
         assert not np.array_equal(after_a, start)
         # RMSProp divides by sqrt(g²): float32 noise in tiny gradients shows up at 1e-6
@@ -53,6 +57,68 @@ def test_returns_reset_at_each_point_when_asked():
     reset = PG.postprocess(columns, config.copy().training(reset_return_on_reward=True))["returns"]
     # a point at step 2 ends the sum there: G2 = 1, G1 = 0.5, G0 = 0.25; G3 = -0.5, G4 = -1
     np.testing.assert_allclose(reset, [0.25, 0.5, 1.0, -0.5, -1.0])
+
+
+def test_returns_are_standardised_per_episode_when_asked():
+    rewards = np.array([0.0, 0.0, 1.0, 0.0, -1.0, 0.0], np.float32)
+    cuts = np.array([False, False, True, False, True, True])  # episodes 0-2 and 3-4; 5 is a tail
+    columns = {"rewards": rewards, "cuts": cuts, "obs": np.zeros((6, 1)), "actions": np.zeros(6),
+               "valid": np.ones(6, bool)}
+    config = PGConfig().training(gamma=0.5, standardize_over="episode")
+    returns = PG.postprocess(columns, config)["returns"]
+    # episode 1: returns 0.25, 0.5, 1 (mean 7/12, std sqrt(((-1/3)² + (-1/12)² + (5/12)²) / 3) = 0.3118);
+    # episode 2: -0.5, -1 (mean -0.75, std 0.25); the lone tail step: 0 / (0 + 1e-8) = 0
+    std = np.sqrt(((1 / 3) ** 2 + (1 / 12) ** 2 + (5 / 12) ** 2) / 3)
+    np.testing.assert_allclose(returns, [(0.25 - 7 / 12) / std, (0.5 - 7 / 12) / std, (1 - 7 / 12) / std,
+                                         1.0, -1.0, 0.0], rtol=1e-5, atol=1e-6)
+    # time-major [T, N]: each column on its own
+    both = PG.postprocess({k: np.stack([v, v], 1) for k, v in columns.items()}, config)["returns"]
+    np.testing.assert_allclose(both, np.stack([returns, returns], 1))
+
+
+def test_one_update_is_the_summed_gradient_and_karpathys_rmsprop_step():
+    """The gradient of -Σ A·log π, summed over the batch, and RMSProp's first step
+    θ ← θ - lr·g / (√(0.01·g²) + 1e-5), against backpropagation written out in numpy."""
+    algo = (PGConfig().environment("CartPole-v1").resources(engine="local").rollouts(num_workers=0)
+            .training(lr=0.01, standardize_returns=False, model={"fcnet_hiddens": [3]}).debugging(seed=3)
+            .build())
+    try:
+        w = {k: v.astype(np.float64) for k, v in algo.policy.get_weights().items()}
+        obs = np.array([[0.1, -0.2, 0.3, 0.5], [-1.0, 0.4, 0.2, -0.3], [0.7, 0.1, -0.5, 0.2]], np.float32)
+        actions, returns = np.array([0, 1, 1]), np.array([1.0, -2.0, 0.5], np.float32)
+        algo.optimizer.zero_grad()
+        algo.loss(Batch(obs=obs, actions=actions, returns=returns)).backward()
+        algo.optimizer.step()
+        # by hand: h = relu(x W1ᵀ + b1), z = h W2ᵀ + b2, dL/dz = -A (onehot(a) - softmax(z))
+        pre = obs @ w["pi_body.0.weight"].T + w["pi_body.0.bias"]
+        h = np.maximum(pre, 0)
+        z = h @ w["pi_head.weight"].T + w["pi_head.bias"]
+        p = np.exp(z - z.max(1, keepdims=True))
+        p /= p.sum(1, keepdims=True)
+        dz = -returns[:, None] * (np.eye(2)[actions] - p)
+        dh = (dz @ w["pi_head.weight"]) * (pre > 0)
+        grads = {"pi_head.weight": dz.T @ h, "pi_head.bias": dz.sum(0),
+                 "pi_body.0.weight": dh.T @ obs, "pi_body.0.bias": dh.sum(0)}
+        after = algo.policy.get_weights()
+        for name, g in grads.items():
+            expected = w[name] - 0.01 * g / (np.sqrt(0.01 * g * g) + 1e-5)
+            np.testing.assert_allclose(after[name], expected, rtol=1e-5, atol=1e-7, err_msg=name)
+        assert np.abs(grads["pi_body.0.weight"]).max() > 1e-3  # a real gradient
+    finally:
+        algo.stop()
+
+
+def test_normal_init_is_karpathys_and_orthogonal_keeps_a_small_policy_head():
+    space, actions = gym.spaces.Box(-1, 1, (6400,)), gym.spaces.Discrete(2)
+    torch.manual_seed(0)
+    _, normal = build_policy(space, actions, ModelConfig(fcnet_hiddens=[200], fcnet_init="normal"))
+    w1, w2 = normal.pi_body[0].weight.detach().numpy(), normal.pi_head.weight.detach().numpy()
+    assert abs(w1.std() / (1 / 80) - 1) < 0.01 and abs(w1.mean()) < 1e-4  # N(0, 1/6400): 1.28M draws
+    assert abs(w2.std() / (1 / np.sqrt(200)) - 1) < 0.1  # N(0, 1/200): 400 draws
+    assert not normal.pi_body[0].bias.detach().numpy().any()
+    _, orthogonal = build_policy(space, actions, ModelConfig(fcnet_hiddens=[200]))
+    np.testing.assert_allclose(np.linalg.norm(orthogonal.pi_head.weight.detach().numpy(), axis=1), 0.01,
+                               rtol=1e-5)
 
 
 def test_pg_config_checks_its_keys():

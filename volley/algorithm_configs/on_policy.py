@@ -176,11 +176,18 @@ class PGConfig(AlgorithmConfig):
         "samples", "training", "'samples': workers send episodes; 'gradients': workers send gradients")
     reset_return_on_reward: bool = option(
         False, "training", "restart the discounted return at every non-zero reward (Pong: each point)")
-    standardize_returns: bool = option(True, "training", "subtract the batch mean, divide by its std")
+    standardize_returns: bool = option(True, "training", "subtract the returns' mean, divide by their std")
+    standardize_over: Literal["batch", "episode"] = option(
+        "batch", "training", "standardise over the whole batch, or each episode on its own (Karpathy's script)")
     grad_clip: float | None = option(None, "training", "max global gradient norm (None: no clipping)")
     model: ModelConfig = option(ModelConfig(fcnet_hiddens=[200], fcnet_activation="relu",
                                             vf_share_layers=True), "training",
                                 "network settings (PG reads only the policy head)")
+
+    @property
+    def standardizes_batch(self) -> bool:
+        """Whether the learner standardises the returns with the whole batch's mean and deviation."""
+        return self.standardize_returns and self.standardize_over == "batch"
 
     def validate(self) -> None:
         super().validate()

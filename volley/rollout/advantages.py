@@ -170,19 +170,39 @@ class ReturnsConfig(Protocol):
 
     gamma: float
     reset_return_on_reward: bool
+    standardize_returns: bool
+    standardize_over: str
+
+
+def standardized_per_episode(values: np.ndarray, cuts: np.ndarray) -> np.ndarray:
+    """``values`` ``[T]`` or ``[T, N]`` less their mean, over their deviation, within each stretch
+    that ends at a cut (an episode, or the unfinished tail of a fragment)."""
+    columns, cut_columns = (values[:, None] if values.ndim == 1 else values).T, \
+        (cuts[:, None] if cuts.ndim == 1 else cuts).T
+    out = np.empty_like(columns)
+    for j, (column, cut) in enumerate(zip(columns, cut_columns, strict=True)):
+        start = 0
+        for end in (np.flatnonzero(cut) + 1).tolist():
+            stretch = column[start:end]
+            out[j, start:end] = (stretch - stretch.mean()) / (stretch.std() + 1e-8)
+            start = end
+    return out.T.reshape(values.shape)
 
 
 def returns_columns(columns: dict[str, np.ndarray], config: AlgorithmConfig) -> dict[str, np.ndarray]:
     """A worker fragment reduced to what REINFORCE reads, with Monte-Carlo returns (no critic:
     nothing is bootstrapped). The worker-side ``postprocess`` of PG; with
-    ``reset_return_on_reward`` (Karpathy's Pong) a point scored ends the return's sum.
+    ``reset_return_on_reward`` (Karpathy's Pong) a point scored ends the return's sum; with
+    ``standardize_over="episode"`` each episode's returns are standardised here, on their own
+    (Karpathy's script does so), instead of over the batch by the learner.
     Returns ``obs``, ``actions``, ``returns`` and ``valid``, time-major like the input.
     """
     cfg = cast(ReturnsConfig, config)
     rewards, cuts = columns["rewards"], columns["cuts"]
-    if cfg.reset_return_on_reward:
-        cuts = cuts | (rewards != 0)
-    returns = discounted_returns(rewards, np.zeros_like(rewards), cuts, cfg.gamma)
+    returns = discounted_returns(rewards, np.zeros_like(rewards),
+                                 cuts | (rewards != 0) if cfg.reset_return_on_reward else cuts, cfg.gamma)
+    if cfg.standardize_returns and cfg.standardize_over == "episode":
+        returns = standardized_per_episode(returns, cuts)
     return {"obs": columns["obs"], "actions": columns["actions"], "returns": returns,
             "valid": columns["valid"]}
 

@@ -534,7 +534,7 @@ class RolloutWorker:
         if ends is not None and "bootstrap" in columns:
             ends = bootstrap_ends(ends, columns["bootstrap"])
         valid = columns.pop("valid").T  # [N, T]: env-major keeps each episode contiguous
-        batch = Batch({key: np.swapaxes(value, 0, 1)[valid] for key, value in columns.items()})
+        batch = Batch({key: env_major(value, valid) for key, value in columns.items()})
         if ends is not None and self.episodes is not None:
             self.episodes.trajectories(batch, valid, ends.T)
         self.hooks("on_sample_end", worker=self, samples=batch)
@@ -597,3 +597,11 @@ def _finite(values: np.ndarray) -> bool:
     """True unless float ``values`` hold a NaN or inf (images are uint8: always finite). Counting
     takes about 0.6 of ``.all()``'s time on a step's few values, and it runs twice every step."""
     return values.dtype.kind != "f" or np.count_nonzero(np.isfinite(values)) == values.size
+
+
+def env_major(column: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """The valid rows of a time-major column ``[T, N, ...]`` in env-major order ``[rows, ...]``.
+    When every row is valid, a reshape: a view for one environment, where a boolean mask would
+    copy a Pong batch's 150 MB of frame differences."""
+    swapped = np.swapaxes(column, 0, 1)
+    return swapped.reshape(-1, *column.shape[2:]) if valid.all() else swapped[valid]
