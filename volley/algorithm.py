@@ -15,7 +15,7 @@ import re
 import time
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -492,13 +492,20 @@ class Algorithm(ABC):
         """The action for one observation (the most likely one unless ``explore``), as the
         environment receives it (``normalize_actions``, ``clip_actions``), as in RLlib; drawn as
         the workers draw theirs (:meth:`Policy.act`), with a custom model in eval mode."""
+        problem = _structure_problem(self.observation_space, obs)
+        if problem is not None:
+            hint = (f" (an environment's action_masks() is observed as {{{self.config.action_mask_key!r}: "
+                    "env.action_masks(), 'observations': obs}: pass that)"
+                    if self.preprocess.mask is not None else "")
+            raise VolleyError(f"compute_single_action: the observation {problem}, not the structure of the "
+                              f"observation space {self.observation_space}{hint}")
         processed = self.obs_filter(self.preprocess(_batch_of_one(obs), 1), update=False)
         mask = self.preprocess.mask
         if mask is not None:  # a mask of the caller's: checked as the workers check the environments'
-            problem = action_layout(self.action_space).mask_problem(processed[:, mask.mask], np.ones(1, bool))
-            if problem is not None:
+            mask_problem = action_layout(self.action_space).mask_problem(processed[:, mask.mask], np.ones(1, bool))
+            if mask_problem is not None:
                 raise VolleyError(f"compute_single_action: the action mask {processed[0, mask.mask]} (observation "
-                                  f"key {self.config.action_mask_key!r}): {problem[1]}")
+                                  f"key {self.config.action_mask_key!r}): {mask_problem[1]}")
         streams = self.__dict__.setdefault("_single_streams", EnvStreams(self.config.seed, [EVAL_SEED_OFFSET - 1]))
         training = self.policy.training
         self.policy.eval()
@@ -661,6 +668,21 @@ class Algorithm(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _structure_problem(space: gym.Space, obs: Any) -> str | None:
+    """How ``obs`` differs from the nesting of a Dict or Tuple ``space`` (None: it has it)."""
+    if isinstance(space, gym.spaces.Dict):
+        if not isinstance(obs, Mapping) or set(obs) != set(space.spaces):
+            keys = sorted(obs) if isinstance(obs, Mapping) else type(obs).__name__
+            return f"has keys {keys}" if isinstance(obs, Mapping) else f"is a {keys}"
+        return next((p for k, sub in space.spaces.items() if (p := _structure_problem(sub, obs[k])) is not None), None)
+    if isinstance(space, gym.spaces.Tuple):
+        if not isinstance(obs, tuple | list) or len(obs) != len(space.spaces):
+            return f"has {len(obs)} parts" if isinstance(obs, tuple | list) else f"is a {type(obs).__name__}"
+        return next((p for sub, o in zip(space.spaces, obs, strict=True)
+                     if (p := _structure_problem(sub, o)) is not None), None)
+    return None
 
 
 def _batch_of_one(obs: Any) -> Any:

@@ -340,7 +340,7 @@ DUMP_KEYS: list[RLlibKey] = [
       for name in ("_minibatch_size", "num_data_loader_buffers", "_env_runners_only", "_skip_learners")],
     same("action_mask_key", "environment", example="valid_mask", note=": the key of a Dict observation holding "
          "the action mask (0/1 per logit; the network reads the other keys, a custom model all of them): masked "
-         "actions get probability 0 in PPO, PG and TRPO and are never taken by DQN and Ape-X; an environment's "
+         "actions get probability 0 in PPO, PG, TRPO, IMPALA and APPO and are never taken by DQN and Ape-X; an environment's "
          "`action_masks()` method (sb3-contrib's) fills it too ([extending.md](extending.md#action-masking))"),
     at_default("max_requests_in_flight_per_env_runner", ("rollouts",), "volley's synchronous algorithms "
                "send each worker one request at a time", algorithms=("ppo", "pg", "trpo", "dqn", "apex_dqn")),

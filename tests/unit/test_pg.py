@@ -9,8 +9,8 @@ import torch
 
 from volley import ConfigError, ModelConfig, PGConfig
 from volley.algorithms.pg import PG
-from volley.envs import KarpathyPong, make_vector_env
 from volley.catalog import build_policy
+from volley.envs import KarpathyPong, make_vector_env
 from volley.rollout.batch import Batch
 
 
