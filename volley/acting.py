@@ -13,6 +13,7 @@ does everything that learns.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple, Protocol
 
@@ -150,6 +151,19 @@ def _linear_shapes(name: str, n_in: int, n_out: int) -> Shapes:
     return [(f"{name}.weight", (n_out, n_in)), (f"{name}.bias", (n_out,))]
 
 
+def _lstm_shapes(name: str, n_in: int, cell: int) -> Shapes:
+    """torch's ``nn.LSTM`` of one layer: input and hidden weights of the four gates (i, f, g, o)."""
+    return [(f"{name}.weight_ih_l0", (4 * cell, n_in)), (f"{name}.weight_hh_l0", (4 * cell, cell)),
+            (f"{name}.bias_ih_l0", (4 * cell,)), (f"{name}.bias_hh_l0", (4 * cell,))]
+
+
+def previous_width(action_space: gym.Space) -> int:
+    """Inputs a previous action adds: one per action of a Discrete space (one-hot), else its size."""
+    if isinstance(action_space, gym.spaces.Discrete):
+        return int(action_space.n)
+    return int(np.prod(action_space.shape or ()))
+
+
 def parameter_shapes(obs_size: int, action_space: gym.Space, model: ModelConfig,
                      network: NetworkKind = "actor_critic", head_hiddens: Sequence[int] = ()) -> Shapes:
     """The tensors of an MLP network over ``obs_size`` inputs, in the order of its flat weights:
@@ -162,6 +176,12 @@ def parameter_shapes(obs_size: int, action_space: gym.Space, model: ModelConfig,
         shapes += _body_shapes("pi_body", obs_size, model.fcnet_hiddens)
         if not model.vf_share_layers:
             shapes += _body_shapes("vf_body", obs_size, model.fcnet_hiddens)
+        if model.use_lstm:  # volley.recurrent: an LSTM after each body
+            n_in = width + (previous_width(action_space) if model.lstm_use_prev_action else 0) \
+                + int(model.lstm_use_prev_reward)
+            for tower in ("pi", "vf")[:1 if model.vf_share_layers else 2]:
+                shapes += _lstm_shapes(f"{tower}_lstm", n_in, model.lstm_cell_size)
+            width = model.lstm_cell_size
         return shapes + _linear_shapes("pi_head", width, n_out) + _linear_shapes("vf_head", width, 1)
     n_actions = q_outputs(action_space)
     shapes = [("epsilon", ()), *_body_shapes("body", obs_size, model.fcnet_hiddens),
@@ -224,7 +244,8 @@ class NumpyMLP:
         two 64x64 layers: 6.4 µs, stacked 3.3). The narrower last layer is padded with zero
         columns. Both must be the same kinds of layer in the same order."""
         fused = NumpyMLP()
-        width = max(a[0].shape[-1] for a in (left.layers[-1], right.layers[-1]) if isinstance(a, tuple))
+        width = max((a[0].shape[-1] for a in left.layers[-1:] + right.layers[-1:] if isinstance(a, tuple)),
+                    default=0)  # 0: they end in an activation, and no layer is padded
         for i, (a, b) in enumerate(zip(left.layers, right.layers, strict=True)):
             if not isinstance(a, tuple) or not isinstance(b, tuple):
                 assert a is b, "stacked needs the same activations in the same places"
@@ -246,13 +267,16 @@ def _padded(layer: tuple[np.ndarray, np.ndarray], width: int) -> tuple[np.ndarra
 
 
 # A recurrent network's state for a batch of environments: one array [B, ...] per tensor of its
-# state; [] for a feed-forward network (every built-in one). See volley.models.Policy.
+# state; [] for a feed-forward network. See volley.models.Policy.
 State = list[np.ndarray]
+# What a recurrent network with lstm_use_prev_action / lstm_use_prev_reward also reads: each
+# environment's previous action [B, ...] and reward [B] (zeros at an episode start); None elsewhere
+Previous = tuple[np.ndarray, np.ndarray] | None
 # actions [B, ...], the inputs of their distribution [B, ...] (logits, a Gaussian's mean,
 # Q-values), values [B] and the state after this step. Log-probabilities are not computed per
 # step: a worker computes a whole fragment's at once from the stacked inputs (``log_prob``).
 Acting = tuple[np.ndarray, np.ndarray, np.ndarray, State]
-ActFn = Callable[[np.ndarray, State, RandomStreams, bool], Acting]  # (obs, state, streams, explore)
+ActFn = Callable[[np.ndarray, State, RandomStreams, bool, Previous], Acting]  # (obs, state, streams, explore, prev)
 LogProbFn = Callable[[np.ndarray, np.ndarray], np.ndarray]  # (distribution inputs, actions) -> log π(a)
 
 
@@ -328,13 +352,80 @@ def actor_critic_twin(weights: Mapping[str, np.ndarray], activation: str) -> Twi
     else:  # policy and value networks stacked
         both = NumpyMLP.stacked(NumpyMLP.of(weights, "pi_body", activation) + pi_head,
                                 NumpyMLP.of(weights, "vf_body", activation) + vf_head)
-    head = gaussian_head(weights["log_std"]) if "log_std" in weights else categorical_head()
+    head = _policy_head(weights)
     draw = head.draw
 
-    def act(obs: np.ndarray, state: State, streams: RandomStreams, explore: bool) -> Acting:
+    def act(obs: np.ndarray, state: State, streams: RandomStreams, explore: bool, prev: Previous = None) -> Acting:
         both_out = both(obs)
         out = both_out[0]
         return draw(out, streams, explore), out, both_out[1, :, 0], state
+    return Twin(act, head.log_prob)
+
+
+def _policy_head(weights: Mapping[str, np.ndarray]) -> Head:
+    """The action distribution of an actor-critic with these ``weights``."""
+    return gaussian_head(weights["log_std"]) if "log_std" in weights else categorical_head()
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+class NumpyLSTM:
+    """One step of torch's one-layer ``nn.LSTM`` in numpy, for one tower (``[N, ...]``) or two
+    stacked (``[2, N, ...]``, each with its own weights, as :meth:`NumpyMLP.stacked`)."""
+
+    def __init__(self, weights: Mapping[str, np.ndarray], towers: Sequence[str]) -> None:
+        stack = (lambda key: np.stack([weights[f"{t}.{key}"] for t in towers])) if len(towers) > 1 else (
+            lambda key: weights[f"{towers[0]}.{key}"])
+        self.w_ih = np.ascontiguousarray(np.swapaxes(stack("weight_ih_l0"), -1, -2))  # [.., n_in, 4H]
+        self.w_hh = np.ascontiguousarray(np.swapaxes(stack("weight_hh_l0"), -1, -2))  # [.., H, 4H]
+        bias = stack("bias_ih_l0") + stack("bias_hh_l0")
+        self.bias = bias[:, None, :] if len(towers) > 1 else bias
+
+    def __call__(self, x: np.ndarray, h: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(h', c')`` after input ``x`` from ``(h, c)``: gates i, f, g, o as torch orders them."""
+        gates = x @ self.w_ih + h @ self.w_hh + self.bias
+        i, f, g, o = np.split(gates, 4, axis=-1)
+        c_out = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
+        return _sigmoid(o) * np.tanh(c_out), c_out
+
+
+def lstm_actor_critic_twin(weights: Mapping[str, np.ndarray], activation: str, action_space: gym.Space,
+                           prev_action: bool = False, prev_reward: bool = False) -> Twin:
+    """How an MLP actor-critic with an LSTM on its body (``volley.recurrent``) acts: as
+    :func:`actor_critic_twin`, one LSTM step per call from the environments' state ``[h, c]``
+    (the policy's, then the value function's own when it has one: the two towers stacked, so
+    each layer of both is one numpy call), the LSTM also reading the previous action (one-hot if
+    Discrete) and reward where ``prev_action`` / ``prev_reward``."""
+    separate = "vf_lstm.weight_ih_l0" in weights
+    body = NumpyMLP.of(weights, "pi_body", activation)
+    if separate:  # [2, N, width]: each tower's body; each LSTM and head then reads its own
+        body = NumpyMLP.stacked(body, NumpyMLP.of(weights, "vf_body", activation))
+    lstm = NumpyLSTM(weights, ["pi_lstm", "vf_lstm"] if separate else ["pi_lstm"])
+    heads = NumpyMLP.stacked(NumpyMLP.of(weights, "pi_head"), NumpyMLP.of(weights, "vf_head"))
+    one_hot = np.eye(previous_width(action_space), dtype=np.float32) \
+        if prev_action and isinstance(action_space, gym.spaces.Discrete) else None
+    head = _policy_head(weights)
+    draw = head.draw
+
+    def act(obs: np.ndarray, state: State, streams: RandomStreams, explore: bool, prev: Previous = None) -> Acting:
+        features = body(obs)
+        if prev_action or prev_reward:
+            assert prev is not None, "this network reads the previous actions and rewards"
+            actions, rewards = prev
+            extra = [one_hot[actions] if one_hot is not None else actions.reshape(len(obs), -1)] if prev_action else []
+            extra += [rewards.reshape(len(obs), 1)] if prev_reward else []
+            more = np.concatenate(extra, axis=1, dtype=np.float32)
+            features = np.concatenate([features, np.broadcast_to(more, (*features.shape[:-1], more.shape[1]))], -1)
+        if separate:
+            h, c = lstm(features, np.stack(state[0::2]), np.stack(state[1::2]))
+            state_out = [h[0], c[0], h[1], c[1]]
+        else:
+            h, c = lstm(features, state[0], state[1])
+            state_out = [h, c]
+        out = heads(h)  # [2, N, width]: the policy's outputs, the value in column 0
+        return draw(out[0], streams, explore), out[0], out[1, :, 0], state_out
     return Twin(act, head.log_prob)
 
 
@@ -347,7 +438,7 @@ def q_network_twin(weights: Mapping[str, np.ndarray], activation: str) -> Twin:
     head = epsilon_greedy_head(float(weights["epsilon"]))
     draw = head.draw
 
-    def act(obs: np.ndarray, state: State, streams: RandomStreams, explore: bool) -> Acting:
+    def act(obs: np.ndarray, state: State, streams: RandomStreams, explore: bool, prev: Previous = None) -> Acting:
         features = body(obs)
         q = q_head(features)
         if value_head is not None:
@@ -368,7 +459,16 @@ class NumpyActor:
         self._slices = [(name, end - int(np.prod(shape)), end, shape)  # where each tensor sits
                         for (name, shape), end in zip(shapes, ends, strict=True)]
         self.activation = model.fcnet_activation
-        self.build = actor_critic_twin if network == "actor_critic" else q_network_twin
+        self.build: Callable[[Mapping[str, np.ndarray], str], Twin] = (
+            actor_critic_twin if network == "actor_critic" else q_network_twin)
+        self.state_shapes: list[tuple[int, ...]] = []
+        self.reads_prev = False
+        if model.use_lstm:
+            self.build = functools.partial(lstm_actor_critic_twin, action_space=action_space,
+                                           prev_action=model.lstm_use_prev_action,
+                                           prev_reward=model.lstm_use_prev_reward)
+            self.state_shapes = [(model.lstm_cell_size,)] * (2 if model.vf_share_layers else 4)
+            self.reads_prev = model.lstm_use_prev_action or model.lstm_use_prev_reward
         self._twin: Twin | None = None
 
     def load(self, flat: np.ndarray) -> None:
@@ -378,13 +478,14 @@ class NumpyActor:
         self._twin = self.build(weights, self.activation)
 
     def initial_state(self) -> State:
-        """As :meth:`volley.models.Policy.initial_state`: an MLP has no recurrent state."""
-        return []
+        """As :meth:`volley.models.Policy.initial_state`: zeros of an LSTM's ``[h, c]``; ``[]`` for an MLP."""
+        return [np.zeros(shape, np.float32) for shape in self.state_shapes]
 
-    def act(self, obs: np.ndarray, state: State, streams: RandomStreams, explore: bool) -> Acting:
+    def act(self, obs: np.ndarray, state: State, streams: RandomStreams, explore: bool,
+            prev: Previous = None) -> Acting:
         """As :meth:`volley.models.Policy.act`."""
         assert self._twin is not None, "load() the weights before acting"
-        return self._twin.act(obs, state, streams, explore)
+        return self._twin.act(obs, state, streams, explore, prev)
 
     def log_prob(self, dist_inputs: np.ndarray, actions: np.ndarray) -> np.ndarray:
         """Log-probabilities of ``actions`` ``[...]`` from the distribution inputs acting returned."""

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from volley.callbacks import EpisodeMetrics, Hooks, LearnerMetrics, result_of
-from volley.catalog import build_policy, check_trainable
+from volley.catalog import build_policy
 from volley.checkpoint import (
     SavedCheckpoint,
     flatten_optimizer,
@@ -35,12 +35,13 @@ from volley.checkpoint import (
 from volley.config import AlgorithmConfig
 from volley.engines import WorkerGroup, make_worker_group
 from volley.envs import EnvCreator, SingleEnv, check_env_id, env_actions, registered_creator
-from volley.errors import CheckpointError, ConfigError, TrainingError, did_you_mean
+from volley.errors import CheckpointError, ConfigError, TrainingError, VolleyError, did_you_mean
 from volley.models import ActorCriticPolicy, Policy
 from volley.optim import Optimizer
 from volley.rllib_results import DEFAULT_POLICY, evaluation_views, training_views
 from volley.rollout.batch import Batch
 from volley.rollout.filters import FilterStats, RunningStats, make_filter
+from volley.rollout.sequences import Sequences
 from volley.rollout.worker import EnvStreams, RolloutWorker, SampleResult
 from volley.schedules import value_at
 
@@ -128,7 +129,6 @@ class Algorithm(ABC):
         torch.set_num_threads(1)
         self.preprocess, policy = build_policy(self.observation_space, self.action_space, config.model,
                                                config.network, config.head_hiddens)
-        check_trainable(policy, config.model)
         self.policy = policy.to(self.device)
         torch.set_num_threads(self.learner_threads())
         self.obs_filter = make_filter(config.observation_filter, self.preprocess.shape)
@@ -248,6 +248,12 @@ class Algorithm(ABC):
         self._next_sample = start_sampling()
         self._sample_time += time.perf_counter() - start
         return self._learn_on(Batch.concat([result.batch for result in results]))
+
+    def sequences(self, batch: Batch, keys: tuple[str, ...] | None = None) -> Sequences:
+        """The learner's view of ``batch`` (its columns ``keys``, default all), as tensors on the
+        learner's device: its rows, or a recurrent policy's padded sequences with their states and
+        mask (``volley.rollout.sequences``)."""
+        return Sequences.of(batch, keys).map(lambda array: torch.as_tensor(array, device=self.device))
 
     def _learn_on(self, batch: Batch) -> Batch:
         """The batch the learner trains on next, after the callbacks' ``on_learn_on_batch``."""
@@ -481,20 +487,44 @@ class Algorithm(ABC):
         self.hooks("on_evaluate_end", algorithm=self, evaluation_metrics=evaluation)
         return evaluation
 
-    def compute_single_action(self, obs: Any, explore: bool = False) -> Any:
+    def compute_single_action(self, observation: Any = None, state: list | None = None, *,
+                              prev_action: Any = None, prev_reward: float | None = None,
+                              explore: bool = False, full_fetch: bool = False,
+                              policy_id: str = DEFAULT_POLICY) -> Any:
         """The action for one observation (the most likely one unless ``explore``), as the
         environment receives it (``normalize_actions``, ``clip_actions``), as in RLlib; drawn as
-        the workers draw theirs (:meth:`Policy.act`), with a custom model in eval mode."""
-        processed = self.obs_filter(self.preprocess(_batch_of_one(obs), 1), update=False)
+        the workers draw theirs (:meth:`Policy.act`), with a custom model in eval mode.
+
+        A recurrent policy (``use_lstm``, a recurrent custom model) needs its ``state``: start an
+        episode from ``algo.get_policy().get_initial_state()`` and pass each call the state the
+        last one returned (and with ``lstm_use_prev_action`` / ``_reward`` the previous action and
+        the environment's reward: ``prev_action``, ``prev_reward``; none at an episode start).
+        With a state, or ``full_fetch``, it returns RLlib's ``(action, state_out, extra)``:
+        ``extra`` holds ``vf_preds``, ``action_dist_inputs``, ``action_logp`` and ``action_prob``."""
+        policy = self.get_policy(policy_id)
+        state_in = _state_of_one(state, policy.initial_state())
+        prev = None
+        if policy.reads_prev:
+            action_shape, action_dtype = self.action_space.shape or (), self.action_space.dtype or np.float32
+            action = np.zeros(action_shape, action_dtype) if prev_action is None else np.asarray(prev_action)
+            prev = (action.astype(action_dtype).reshape(1, *action_shape),
+                    np.array([prev_reward or 0.0], np.float32))
+        processed = self.obs_filter(self.preprocess(_batch_of_one(observation), 1), update=False)
         streams = self.__dict__.setdefault("_single_streams", EnvStreams(self.config.seed, [EVAL_SEED_OFFSET - 1]))
-        training = self.policy.training
-        self.policy.eval()
+        training = policy.training
+        policy.eval()
         try:
-            action = self.policy.act(processed, [], streams, explore)[0]
+            actions, dist_inputs, values, state_out = policy.act(processed, state_in, streams, explore, prev)
         finally:
-            self.policy.train(training)
+            policy.train(training)
         cfg = self.config
-        return env_actions(action, self.action_space, cfg.normalize_actions, cfg.clip_actions)[0]
+        action = env_actions(actions, self.action_space, cfg.normalize_actions, cfg.clip_actions)[0]
+        if not state and not full_fetch:
+            return action
+        logp = policy.log_prob(dist_inputs, actions)[0]
+        extra = {"vf_preds": values[0], "action_dist_inputs": dist_inputs[0], "action_logp": logp,
+                 "action_prob": np.exp(logp)}
+        return action, [s[0] for s in state_out], extra
 
     # -- RLlib's policy API: one policy, "default_policy" ------------------------------------
 
@@ -648,6 +678,27 @@ class Algorithm(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _state_of_one(state: list | None, initial: list[np.ndarray]) -> list[np.ndarray]:
+    """``state`` as a batch of one, each part checked against the shape of the policy's initial
+    state; a VolleyError naming the part that does not fit."""
+    if initial and state is None:
+        raise VolleyError(f"the policy is recurrent: compute_single_action needs its state, "
+                          f"state=algo.get_policy().get_initial_state() at an episode start ({len(initial)} "
+                          f"arrays of shapes {[tuple(s.shape) for s in initial]}), then the state_out it returned")
+    given = list(state or [])
+    if len(given) != len(initial):
+        raise VolleyError(f"compute_single_action got a state of {len(given)} arrays; this policy's has "
+                          f"{len(initial)} (get_policy().get_initial_state())")
+    batched = []
+    for k, (part, expected) in enumerate(zip(given, initial, strict=True)):
+        array = np.asarray(part.detach().cpu() if hasattr(part, "detach") else part, np.float32)
+        if array.shape != expected.shape:
+            raise VolleyError(f"compute_single_action got state[{k}] of shape {array.shape}; this policy's "
+                              f"state[{k}] has shape {expected.shape} (get_policy().get_initial_state())")
+        batched.append(array[None])
+    return batched
 
 
 def _batch_of_one(obs: Any) -> Any:

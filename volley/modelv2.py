@@ -31,7 +31,8 @@ from torch import nn
 
 from volley.acting import Head, ObsPreprocessor, State, categorical_head, flat_size, gaussian_head
 from volley.errors import ConfigError
-from volley.models import ActorCriticPolicy, Categorical, DiagGaussian, Distribution
+from volley.models import ActorCriticPolicy, Categorical, DiagGaussian, Distribution, TorchPrevious
+from volley.recurrent import zero_previous
 
 # RLlib's defaults (2.9, MODEL_DEFAULTS) of the model keys a custom model may read; its
 # model_config is these, then volley's model keys, then what the user set
@@ -312,11 +313,14 @@ class _ModelV2Input(nn.Module):
     def _outputs_and_values(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         raise NotImplementedError
 
-    def call_model(self, obs: torch.Tensor, state: Sequence[torch.Tensor],
-                   seq_lens: torch.Tensor | None) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    def call_model(self, obs: torch.Tensor, state: Sequence[torch.Tensor], seq_lens: torch.Tensor | None,
+                   prev: TorchPrevious = None) -> tuple[torch.Tensor, list[torch.Tensor]]:
         if self.box_shape is not None:
             obs = obs.reshape(len(obs), *self.box_shape)
-        outputs, state_out = self.model({"obs": obs, "is_training": self.training}, list(state), seq_lens)
+        input_dict = {"obs": obs, "is_training": self.training}
+        if prev is not None:  # lstm_use_prev_action / _reward set: RLlib's view requirements' names
+            input_dict["prev_actions"], input_dict["prev_rewards"] = prev
+        outputs, state_out = self.model(input_dict, list(state), seq_lens)
         if not isinstance(outputs, torch.Tensor) or outputs.shape != (len(obs), self.model.num_outputs):
             shape = tuple(outputs.shape) if isinstance(outputs, torch.Tensor) else type(outputs).__name__
             raise ConfigError(f"custom model {self.name} returned outputs of shape {shape}: expected "
@@ -339,14 +343,25 @@ class ModelV2ActorCritic(_ModelV2Input, ActorCriticPolicy):
         _, self.expected = actor_critic_outputs(action_space)
         self.continuous = not isinstance(action_space, gym.spaces.Discrete)
         self._split: tuple[list[nn.Parameter], list[nn.Parameter]] | None = None
+        self.recurrent = bool(model.get_initial_state())
+        self.action_space = action_space
+        # RLlib's view requirements of an LSTM: the previous action and reward in input_dict
+        self.reads_prev = bool(model.model_config.get("lstm_use_prev_action")
+                               or model.model_config.get("lstm_use_prev_reward"))
 
     def initial_state(self) -> State:
         return [np.asarray(s.detach().cpu() if isinstance(s, torch.Tensor) else s)
                 for s in self.model.get_initial_state()]
 
     def outputs(self, obs: torch.Tensor, state: Sequence[torch.Tensor] = (),
-                seq_lens: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
-        outputs, state_out = self.call_model(obs, state, seq_lens)
+                seq_lens: torch.Tensor | None = None, prev: TorchPrevious = None
+                ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+        if not state and self.recurrent:  # rows without a state: each a sequence of one from the start
+            state = [torch.as_tensor(s, device=obs.device).expand(len(obs), *s.shape) for s in self.initial_state()]
+            seq_lens = torch.ones(len(obs), dtype=torch.int32, device=obs.device)
+        if prev is None and self.reads_prev:
+            prev = zero_previous(self.action_space, len(obs), obs.device)
+        outputs, state_out = self.call_model(obs, state, seq_lens, prev)
         values = self.model.value_function()
         if not isinstance(values, torch.Tensor) or values.shape != (len(obs),):
             shape = tuple(values.shape) if isinstance(values, torch.Tensor) else type(values).__name__
@@ -363,16 +378,16 @@ class ModelV2ActorCritic(_ModelV2Input, ActorCriticPolicy):
             return DiagGaussian(mean, log_std)
         return Categorical(dist_inputs)
 
-    def distribution(self, obs: torch.Tensor) -> Distribution:
-        return self.distribution_of(self.outputs(obs)[0])
+    def distribution(self, obs: torch.Tensor, state: Sequence[torch.Tensor] = (),
+                     seq_lens: torch.Tensor | None = None, prev: TorchPrevious = None) -> Distribution:
+        return self.distribution_of(self.outputs(obs, state, seq_lens, prev)[0])
 
-    def value(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.outputs(obs)[1]
+    def value(self, obs: torch.Tensor, state: Sequence[torch.Tensor] = (),
+              seq_lens: torch.Tensor | None = None, prev: TorchPrevious = None) -> torch.Tensor:
+        return self.outputs(obs, state, seq_lens, prev)[1]
 
     def _outputs_and_values(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-        state = [torch.as_tensor(s, device=obs.device).expand(len(obs), *s.shape) for s in self.initial_state()]
-        seq_lens = torch.ones(len(obs), dtype=torch.int32, device=obs.device) if state else None
-        outputs, values, _ = self.outputs(obs, state, seq_lens)
+        outputs, values, _ = self.outputs(obs)
         return outputs, values
 
     def _parameters_by_use(self) -> tuple[list[nn.Parameter], list[nn.Parameter]]:

@@ -202,7 +202,14 @@ def _callbacks_class(value: Any) -> dict[str, Any]:
     return {"callbacks_class": None if value in rllib_defaults("callbacks") else value}
 
 
-ONLY_LSTM = "only used with use_lstm or use_attention, which volley refuses"
+
+
+def _prev_action_reward(value: Any) -> dict[str, Any]:
+    """RLlib's deprecated ``lstm_use_prev_action_reward``: both of its newer keys."""
+    flag = _flag("model['lstm_use_prev_action_reward']", value)
+    return {"model": {"lstm_use_prev_action": flag, "lstm_use_prev_reward": flag}}
+
+
 # RLlib's newer callbacks(on_...=function) arguments (the new stack's hooks)
 CALLBACKS = ("on_algorithm_init", "on_train_result", "on_evaluate_start", "on_evaluate_end",
              "on_episode_created", "on_episode_start", "on_episode_step", "on_episode_end",
@@ -472,14 +479,11 @@ RLLIB_KEYS: list[RLlibKey] = [
     refused("rl_module_spec", ("rl_module",), "volley builds its networks from model (ModelConfig); "
             "custom RLModules are not supported", allowed=(None,), example="spec"),
     # model={...}
-    refused("model.use_lstm", ("model",), "volley's networks are feed-forward; stack frames instead "
-            "(ALE ids stack 4)"),
-    refused("model.use_attention", ("model",), "volley's networks are feed-forward; stack frames "
-            "instead (ALE ids stack 4)"),
-    accepted("model.lstm_cell_size", ("model",), ONLY_LSTM, example=256),
-    accepted("model.max_seq_len", ("model",), ONLY_LSTM, example=20),
-    accepted("model.lstm_use_prev_action", ("model",), ONLY_LSTM, example=True),
-    accepted("model.lstm_use_prev_reward", ("model",), ONLY_LSTM, example=True),
+    refused("model.use_attention", ("model",), "volley's recurrent networks are LSTMs; use use_lstm=True "
+            "(or stack frames: ALE ids stack 4)"),
+    translated("model.lstm_use_prev_action_reward", ("model",), _prev_action_reward, ("model",),
+               "RLlib's older key: True sets `lstm_use_prev_action` and `lstm_use_prev_reward`",
+               example=True),
     refused("model.conv_filters", ("model",), "volley's image network is the Nature CNN (three conv "
             "layers and 512 units)", allowed=(None,), example=[[16, [4, 4], 2]]),
     refused("model.conv_activation", ("model",), "the Nature CNN uses relu", allowed=("relu",),
@@ -516,8 +520,9 @@ RLLIB_KEYS += [stored_as(entry, f"_{entry.name}") for entry in list(RLLIB_KEYS) 
     "module_to_env_connector", "learner_connector", "train_batch_size_per_learner")]
 
 # RLlib's model keys that change what volley builds around a custom model, so are never just passed
-# to it: refused as volley's own networks refuse them (recurrent wrappers come with issue 34)
-NOT_PASSED_TO_CUSTOM_MODELS = ("use_lstm", "use_attention", "custom_action_dist")
+# to it: refused as volley's own networks refuse them (use_lstm is a field: ModelConfig.validate
+# refuses it beside a custom model)
+NOT_PASSED_TO_CUSTOM_MODELS = ("use_attention", "custom_action_dist")
 
 
 def _passed_to_custom_models(entries: list[RLlibKey]) -> list[RLlibKey]:

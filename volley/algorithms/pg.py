@@ -23,6 +23,7 @@ from volley.models import ActorCriticPolicy
 from volley.optim import RMSprop
 from volley.rollout.advantages import returns_columns
 from volley.rollout.batch import Batch
+from volley.rollout.sequences import Sequences
 
 
 def gradient_pieces(policy: ActorCriticPolicy, batch: Batch, config: AlgorithmConfig
@@ -30,9 +31,10 @@ def gradient_pieces(policy: ActorCriticPolicy, batch: Batch, config: AlgorithmCo
     """Worker-side, mode "gradients": ``g₁ = Σ G_t ∇log π_t``, ``g₀ = Σ ∇log π_t`` and the sums
     ``(N, ΣG, ΣG², ΣG·log π, Σlog π)``: all the learner needs for the standardised gradient."""
     params = policy.policy_parameters()
-    logp = policy.distribution(torch.as_tensor(batch["obs"])).log_prob(torch.as_tensor(batch["actions"]))
+    data = Sequences.of(batch).map(torch.as_tensor)
+    logp = policy.distribution(**data.inputs).log_prob(data["actions"])
     returns = torch.as_tensor(batch["returns"])
-    weighted, plain = (returns * logp).sum(), logp.sum()
+    weighted, plain = data.sum(data["returns"] * logp), data.sum(logp)
     g1 = torch.autograd.grad(weighted, params, retain_graph=True)
     g0 = torch.autograd.grad(plain, params)
     flat = [torch.cat([g.reshape(-1) for g in grads]).double().numpy() for grads in (g1, g0)]
@@ -80,10 +82,10 @@ class PG(Algorithm):
         """``-mean(A_t · log π(a_t|s_t))`` with A the standardised returns (mode "samples")."""
         returns = torch.as_tensor(batch["returns"], dtype=torch.float64, device=self.device)
         mean, scale = self._standardizer(len(returns), returns.sum().item(), (returns**2).sum().item())
-        advantages = ((returns - mean) / scale).float()
-        dist = self.policy.distribution(torch.as_tensor(batch["obs"], device=self.device))
-        logp = dist.log_prob(torch.as_tensor(batch["actions"], device=self.device))
-        return -(advantages * logp).mean()
+        data = self.sequences(batch, ("obs", "actions", "returns"))  # rows, or padded sequences
+        advantages = ((data["returns"].double() - mean) / scale).float()
+        logp = self.policy.distribution(**data.inputs).log_prob(data["actions"])
+        return -data.mean(advantages * logp)
 
     def combine_gradients(self, pieces: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> float:
         """Set the policy's gradient from the workers' pieces (mode "gradients"); return the loss."""

@@ -1,0 +1,140 @@
+"""A policy with memory: an LSTM between volley's MLP or Nature CNN and its heads (RLlib's ``use_lstm``).
+
+:class:`LSTMActorCritic` is :class:`volley.models.ActorCritic` with an LSTM of
+``lstm_cell_size`` units after each body: the policy's and, unless ``vf_share_layers`` (or
+for images, whose CNN is always shared), the value function's own, as RLlib's new stack and
+sb3-contrib's ``RecurrentPPO`` build them (RLlib's old stack shares one). With
+``lstm_use_prev_action`` / ``lstm_use_prev_reward`` the LSTM also reads the previous
+action (one-hot when Discrete) and the environment's previous reward, concatenated to the
+body's features, as RLlib's ``LSTMWrapper`` does.
+
+The state of one environment is ``[h, c]`` of each LSTM, zeros at an episode start (policy
+first, then value function). Workers act on sequences of one step; the learner replays
+sequences of up to ``max_seq_len`` steps from the states the workers stored at their starts
+(:mod:`volley.rollout.sequences`), in RLlib's layout: rows ``[S·T, ...]`` of ``S`` padded
+sequences of ``T`` steps, a state row per sequence. Padded steps come after a sequence's last
+one, and an LSTM reads forward, so they change no output of a real step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from volley.acting import State, Twin, lstm_actor_critic_twin, previous_width
+from volley.config import ModelConfig
+from volley.models import ActorCritic, Distribution, TorchPrevious, named_arrays
+
+
+def lstm_layer(n_in: int, cell_size: int) -> nn.LSTM:
+    """An LSTM of one layer, batch-major: weights orthogonal, biases zero (CleanRL's
+    ppo_atari_lstm, after Huang et al., 2022)."""
+    lstm = nn.LSTM(n_in, cell_size, batch_first=True)
+    for name, param in lstm.named_parameters():
+        if name.startswith("weight"):
+            nn.init.orthogonal_(param, 1.0)
+        else:
+            nn.init.zeros_(param)
+    return lstm
+
+
+def zero_previous(action_space: gym.Space, n: int, device: torch.device | None = None
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``n`` environments' previous actions and rewards at an episode start: zeros."""
+    dtype = torch.int64 if isinstance(action_space, gym.spaces.Discrete) else torch.float32
+    return (torch.zeros((n, *(action_space.shape or ())), dtype=dtype, device=device),
+            torch.zeros(n, device=device))
+
+
+class LSTMActorCritic(ActorCritic):
+    """volley's actor-critic with an LSTM on each body (``model.use_lstm``)."""
+
+    def __init__(self, obs_shape: tuple[int, ...], is_image: bool, action_space: gym.Space,
+                 model: ModelConfig) -> None:
+        super().__init__(obs_shape, is_image, action_space, model)
+        self.action_space = action_space
+
+    def add_memory(self, n_feat: int, action_space: gym.Space, model: ModelConfig) -> int:
+        self.cell_size = model.lstm_cell_size
+        self.prev_action_width = previous_width(action_space) if model.lstm_use_prev_action else 0
+        self.prev_reward = model.lstm_use_prev_reward
+        self.reads_prev = bool(self.prev_action_width or self.prev_reward)
+        n_in = n_feat + self.prev_action_width + int(self.prev_reward)
+        self.pi_lstm = lstm_layer(n_in, model.lstm_cell_size)
+        self.vf_lstm = None if self.vf_body is None else lstm_layer(n_in, model.lstm_cell_size)
+        return model.lstm_cell_size
+
+    def initial_state(self) -> State:
+        zeros = np.zeros(self.cell_size, np.float32)
+        return [zeros.copy() for _ in range(2 if self.vf_lstm is None else 4)]
+
+    def _memory(self, body: nn.Module, lstm: nn.LSTM, obs: torch.Tensor, state: Sequence[torch.Tensor],
+                prev: TorchPrevious) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """One tower: the body's features of rows ``[S·T, ...]``, with the previous action and
+        reward where it reads them, through the LSTM from ``state`` (``[h, c]``, each ``[S, cell]``):
+        features ``[S·T, cell]`` and the state after each sequence's last row."""
+        features = body(obs)
+        if self.reads_prev:
+            if prev is None:
+                prev = zero_previous(self.action_space, len(obs), obs.device)
+            actions, rewards = prev
+            extra = []
+            if self.prev_action_width:
+                extra.append(nn.functional.one_hot(actions.long(), self.prev_action_width).float()
+                             if isinstance(self.action_space, gym.spaces.Discrete)
+                             else actions.float().reshape(len(obs), -1))
+            if self.prev_reward:
+                extra.append(rewards.float().reshape(len(obs), 1))
+            features = torch.cat([features, *extra], dim=1)
+        h, c = state
+        steps = len(features) // len(h)  # T: RLlib's add_time_dimension
+        out, (h_out, c_out) = lstm(features.reshape(len(h), steps, -1), (h[None], c[None]))
+        return out.reshape(len(features), -1), [h_out[0], c_out[0]]
+
+    def _state_in(self, obs: torch.Tensor, state: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        """``state``, or without one the initial state of every row (each a sequence of one step)."""
+        if state:
+            return list(state)
+        return [torch.zeros(len(obs), self.cell_size, device=obs.device) for _ in self.initial_state()]
+
+    def outputs(self, obs: torch.Tensor, state: Sequence[torch.Tensor] = (),
+                seq_lens: torch.Tensor | None = None, prev: TorchPrevious = None
+                ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+        state = self._state_in(obs, state)
+        features, state_out = self._memory(self.pi_body, self.pi_lstm, obs, state[:2], prev)
+        value_features = features
+        if self.vf_lstm is not None:
+            assert self.vf_body is not None
+            value_features, vf_state = self._memory(self.vf_body, self.vf_lstm, obs, state[2:], prev)
+            state_out += vf_state
+        return self.pi_head(features), self.vf_head(value_features).squeeze(-1), state_out
+
+    def distribution(self, obs: torch.Tensor, state: Sequence[torch.Tensor] = (),
+                     seq_lens: torch.Tensor | None = None, prev: TorchPrevious = None) -> Distribution:
+        features, _ = self._memory(self.pi_body, self.pi_lstm, obs, self._state_in(obs, state)[:2], prev)
+        return self.distribution_of(self.pi_head(features))
+
+    def value(self, obs: torch.Tensor, state: Sequence[torch.Tensor] = (),
+              seq_lens: torch.Tensor | None = None, prev: TorchPrevious = None) -> torch.Tensor:
+        if self.vf_lstm is None:
+            return self.outputs(obs, state, seq_lens, prev)[1]
+        assert self.vf_body is not None
+        features, _ = self._memory(self.vf_body, self.vf_lstm, obs, self._state_in(obs, state)[2:], prev)
+        return self.vf_head(features).squeeze(-1)
+
+    def numpy_twin(self) -> Twin | None:
+        if not isinstance(self.pi_body, nn.Sequential):  # the CNN acts in torch
+            return None
+        return lstm_actor_critic_twin(named_arrays(self), self.activation, self.action_space,
+                                      bool(self.prev_action_width), self.prev_reward)
+
+    def policy_parameters(self) -> list[nn.Parameter]:
+        return super().policy_parameters() + list(self.pi_lstm.parameters())
+
+    def value_parameters(self) -> list[nn.Parameter]:
+        lstm = [] if self.vf_lstm is None else list(self.vf_lstm.parameters())
+        return super().value_parameters() + lstm
