@@ -3,8 +3,9 @@
 A custom model subclasses :class:`TorchModelV2` and ``nn.Module``; it is built as
 ``cls(obs_space, action_space, num_outputs, model_config, name, **custom_model_config)``,
 its ``forward(input_dict, state, seq_lens)`` returns ``(outputs, state)`` and its
-``value_function()`` the values ``[B]`` of the last forward pass. As in RLlib,
-``input_dict["obs"]`` holds the observation in its original structure (a Dict or Tuple
+``value_function()`` the values ``[B]`` of the last forward pass; a recurrent one also has
+``get_initial_state()`` and reads its rows as padded sequences (:func:`add_time_dimension`,
+:class:`RecurrentNetwork`). As in RLlib, ``input_dict["obs"]`` holds the observation in its original structure (a Dict or Tuple
 observation restored from volley's flat preprocessed one: Discrete parts one-hot, Box parts
 in their own shape) and ``input_dict["obs_flat"]`` the flat one.
 
@@ -191,6 +192,37 @@ class TorchModelV2:
 
     def is_time_major(self) -> bool:
         return self.time_major is True
+
+
+def add_time_dimension(padded_inputs: torch.Tensor, *, seq_lens: torch.Tensor, framework: str = "torch",
+                       time_major: bool = False) -> torch.Tensor:
+    """Rows ``[S·T, ...]`` of ``len(seq_lens)`` padded sequences as ``[S, T, ...]`` (``[T, S, ...]``
+    with ``time_major``): RLlib's function, what a recurrent model's ``forward`` calls."""
+    if framework != "torch":
+        raise ConfigError(f"add_time_dimension(framework={framework!r}): volley's models are torch only")
+    count = len(seq_lens)
+    batched = padded_inputs.reshape(count, len(padded_inputs) // count, *padded_inputs.shape[1:])
+    return batched.transpose(0, 1) if time_major else batched
+
+
+class RecurrentNetwork(TorchModelV2):
+    """RLlib's helper for a recurrent custom model: override :meth:`forward_rnn`, which gets the
+    flat observations with a time dimension ``[S, T, obs_size]``, the state (each ``[S, ...]``) and
+    ``seq_lens``, and returns outputs ``[S, T, num_outputs]`` and the state after them; and
+    :meth:`get_initial_state` and :meth:`value_function` (``[S·T]``)."""
+
+    def forward(self, input_dict: dict[str, Any], state: list[torch.Tensor],
+                seq_lens: torch.Tensor | None) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        if seq_lens is None:  # rows without sequences: one step each
+            seq_lens = torch.ones(len(input_dict["obs_flat"]), dtype=torch.int32)
+        inputs = add_time_dimension(input_dict["obs_flat"].float(), seq_lens=seq_lens)
+        output, new_state = self.forward_rnn(inputs, state, seq_lens)
+        return output.reshape(-1, self.num_outputs), new_state
+
+    def forward_rnn(self, inputs: torch.Tensor, state: list[torch.Tensor],
+                    seq_lens: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """The outputs ``[S, T, num_outputs]`` and the state after each sequence."""
+        raise NotImplementedError
 
 
 def _linear(n_in: int, n_out: int, gain: float) -> nn.Linear:
