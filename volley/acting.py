@@ -367,36 +367,44 @@ def _policy_head(weights: Mapping[str, np.ndarray]) -> Head:
     return gaussian_head(weights["log_std"]) if "log_std" in weights else categorical_head()
 
 
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-x))
-
-
 class NumpyLSTM:
     """One step of torch's one-layer ``nn.LSTM`` in numpy, for one tower (``[N, ...]``) or two
-    stacked (``[2, N, ...]``, each with its own weights, as :meth:`NumpyMLP.stacked`)."""
+    stacked (``[2, N, ...]``, each with its own weights, as :meth:`NumpyMLP.stacked`).
+
+    The input and hidden weights are one matrix (one product of ``[x, h]``), and the rows of the
+    input, forget and output gates are halved, so that one ``tanh`` of all four gates gives
+    ``tanh(z)`` for the cell's candidate and ``σ(z) = (1 + tanh(z/2)) / 2`` for the others: a
+    step is ten numpy calls (the halving is exact, so it acts as torch's LSTM to float32 rounding)."""
 
     def __init__(self, weights: Mapping[str, np.ndarray], towers: Sequence[str]) -> None:
-        stack = (lambda key: np.stack([weights[f"{t}.{key}"] for t in towers])) if len(towers) > 1 else (
-            lambda key: weights[f"{towers[0]}.{key}"])
-        self.w_ih = np.ascontiguousarray(np.swapaxes(stack("weight_ih_l0"), -1, -2))  # [.., n_in, 4H]
-        self.w_hh = np.ascontiguousarray(np.swapaxes(stack("weight_hh_l0"), -1, -2))  # [.., H, 4H]
-        bias = stack("bias_ih_l0") + stack("bias_hh_l0")
-        self.bias = bias[:, None, :] if len(towers) > 1 else bias
+        def stacked(key: str) -> np.ndarray:
+            return np.stack([weights[f"{tower}.{key}"] for tower in towers])  # [towers, ...]
+        self.cell = stacked("weight_hh_l0").shape[-1]
+        half = np.full(4 * self.cell, 0.5, np.float32)
+        half[2 * self.cell:3 * self.cell] = 1.0  # gates i, f, g, o in torch's order: g keeps its scale
+        weight = np.concatenate([stacked("weight_ih_l0"), stacked("weight_hh_l0")], axis=-1)  # [towers, 4H, in + H]
+        self.weight = np.ascontiguousarray(np.swapaxes(weight * half[:, None], -1, -2))
+        self.bias = ((stacked("bias_ih_l0") + stacked("bias_hh_l0")) * half)[:, None, :]
+        if len(towers) == 1:
+            self.weight, self.bias = self.weight[0], self.bias[0, 0]
 
     def __call__(self, x: np.ndarray, h: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(h', c')`` after input ``x`` from ``(h, c)``: gates i, f, g, o as torch orders them."""
-        gates = x @ self.w_ih + h @ self.w_hh + self.bias
-        i, f, g, o = np.split(gates, 4, axis=-1)
-        c_out = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
-        return _sigmoid(o) * np.tanh(c_out), c_out
+        """``(h', c')`` after input ``x`` from ``(h, c)`` (``x`` ``[N, in]`` goes to both towers)."""
+        if x.ndim < h.ndim:
+            x = np.broadcast_to(x, (*h.shape[:-1], x.shape[-1]))
+        gates = np.tanh(np.concatenate([x, h], axis=-1) @ self.weight + self.bias)
+        sig = gates * 0.5 + 0.5  # σ of the i, f and o gates
+        cell = self.cell
+        c_out = sig[..., cell:2 * cell] * c + sig[..., :cell] * gates[..., 2 * cell:3 * cell]
+        return sig[..., 3 * cell:] * np.tanh(c_out), c_out
 
 
 def lstm_actor_critic_twin(weights: Mapping[str, np.ndarray], activation: str, action_space: gym.Space,
                            prev_action: bool = False, prev_reward: bool = False) -> Twin:
     """How an MLP actor-critic with an LSTM on its body (``volley.recurrent``) acts: as
     :func:`actor_critic_twin`, one LSTM step per call from the environments' state ``[h, c]``
-    (the policy's, then the value function's own when it has one: the two towers stacked, so
-    each layer of both is one numpy call), the LSTM also reading the previous action (one-hot if
+    (each ``[N, cell]``, or ``[N, 2, cell]`` with the value function's own LSTM: the two towers
+    stacked, so each layer of both is one numpy call), the LSTM also reading the previous action (one-hot if
     Discrete) and reward where ``prev_action`` / ``prev_reward``."""
     separate = "vf_lstm.weight_ih_l0" in weights
     body = NumpyMLP.of(weights, "pi_body", activation)
@@ -418,9 +426,9 @@ def lstm_actor_critic_twin(weights: Mapping[str, np.ndarray], activation: str, a
             extra += [rewards.reshape(len(obs), 1)] if prev_reward else []
             more = np.concatenate(extra, axis=1, dtype=np.float32)
             features = np.concatenate([features, np.broadcast_to(more, (*features.shape[:-1], more.shape[1]))], -1)
-        if separate:
-            h, c = lstm(features, np.stack(state[0::2]), np.stack(state[1::2]))
-            state_out = [h[0], c[0], h[1], c[1]]
+        if separate:  # the environments' states are [N, 2, cell]: the towers' [2, N, cell] as views
+            h, c = lstm(features, state[0].swapaxes(0, 1), state[1].swapaxes(0, 1))
+            state_out = [h.swapaxes(0, 1), c.swapaxes(0, 1)]
         else:
             h, c = lstm(features, state[0], state[1])
             state_out = [h, c]
@@ -467,7 +475,7 @@ class NumpyActor:
             self.build = functools.partial(lstm_actor_critic_twin, action_space=action_space,
                                            prev_action=model.lstm_use_prev_action,
                                            prev_reward=model.lstm_use_prev_reward)
-            self.state_shapes = [(model.lstm_cell_size,)] * (2 if model.vf_share_layers else 4)
+            self.state_shapes = [(model.lstm_cell_size,) if model.vf_share_layers else (2, model.lstm_cell_size)] * 2
             self.reads_prev = model.lstm_use_prev_action or model.lstm_use_prev_reward
         self._twin: Twin | None = None
 

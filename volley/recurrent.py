@@ -8,8 +8,9 @@ sb3-contrib's ``RecurrentPPO`` build them (RLlib's old stack shares one). With
 action (one-hot when Discrete) and the environment's previous reward, concatenated to the
 body's features, as RLlib's ``LSTMWrapper`` does.
 
-The state of one environment is ``[h, c]`` of each LSTM, zeros at an episode start (policy
-first, then value function). Workers act on sequences of one step; the learner replays
+The state of one environment is the LSTMs' ``[h, c]``, zeros at an episode start: each
+``[lstm_cell_size]``, or ``[2, lstm_cell_size]`` with the value function's own LSTM (row 0 the
+policy's, row 1 the value function's). Workers act on sequences of one step; the learner replays
 sequences of up to ``max_seq_len`` steps from the states the workers stored at their starts
 (:mod:`volley.rollout.sequences`), in RLlib's layout: rows ``[S·T, ...]`` of ``S`` padded
 sequences of ``T`` steps, a state row per sequence. Padded steps come after a sequence's last
@@ -69,14 +70,14 @@ class LSTMActorCritic(ActorCritic):
         return model.lstm_cell_size
 
     def initial_state(self) -> State:
-        zeros = np.zeros(self.cell_size, np.float32)
-        return [zeros.copy() for _ in range(2 if self.vf_lstm is None else 4)]
+        shape = (self.cell_size,) if self.vf_lstm is None else (2, self.cell_size)
+        return [np.zeros(shape, np.float32), np.zeros(shape, np.float32)]
 
-    def _memory(self, body: nn.Module, lstm: nn.LSTM, obs: torch.Tensor, state: Sequence[torch.Tensor],
+    def _memory(self, body: nn.Module, lstm: nn.LSTM, obs: torch.Tensor, h: torch.Tensor, c: torch.Tensor,
                 prev: TorchPrevious) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """One tower: the body's features of rows ``[S·T, ...]``, with the previous action and
-        reward where it reads them, through the LSTM from ``state`` (``[h, c]``, each ``[S, cell]``):
-        features ``[S·T, cell]`` and the state after each sequence's last row."""
+        reward where it reads them, through the LSTM from ``(h, c)`` (each ``[S, cell]``): features
+        ``[S·T, cell]`` and ``[h, c]`` after each sequence's last row."""
         features = body(obs)
         if self.reads_prev:
             if prev is None:
@@ -90,32 +91,33 @@ class LSTMActorCritic(ActorCritic):
             if self.prev_reward:
                 extra.append(rewards.float().reshape(len(obs), 1))
             features = torch.cat([features, *extra], dim=1)
-        h, c = state
         steps = len(features) // len(h)  # T: RLlib's add_time_dimension
         out, (h_out, c_out) = lstm(features.reshape(len(h), steps, -1), (h[None], c[None]))
         return out.reshape(len(features), -1), [h_out[0], c_out[0]]
 
-    def _state_in(self, obs: torch.Tensor, state: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        """``state``, or without one the initial state of every row (each a sequence of one step)."""
-        if state:
-            return list(state)
-        return [torch.zeros(len(obs), self.cell_size, device=obs.device) for _ in self.initial_state()]
+    def _tower_state(self, obs: torch.Tensor, state: Sequence[torch.Tensor], tower: int) -> tuple[torch.Tensor, ...]:
+        """``(h, c)`` of the policy's LSTM (``tower`` 0) or the value function's (1): from ``state``,
+        or without one the initial state of every row (each a sequence of one step)."""
+        if not state:
+            zeros = torch.zeros(len(obs), self.cell_size, device=obs.device)
+            return zeros, zeros
+        return tuple(s if self.vf_lstm is None else s[:, tower] for s in state)
 
     def outputs(self, obs: torch.Tensor, state: Sequence[torch.Tensor] = (),
                 seq_lens: torch.Tensor | None = None, prev: TorchPrevious = None
                 ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
-        state = self._state_in(obs, state)
-        features, state_out = self._memory(self.pi_body, self.pi_lstm, obs, state[:2], prev)
+        features, state_out = self._memory(self.pi_body, self.pi_lstm, obs, *self._tower_state(obs, state, 0), prev)
         value_features = features
         if self.vf_lstm is not None:
             assert self.vf_body is not None
-            value_features, vf_state = self._memory(self.vf_body, self.vf_lstm, obs, state[2:], prev)
-            state_out += vf_state
+            value_features, vf_state = self._memory(self.vf_body, self.vf_lstm, obs,
+                                                    *self._tower_state(obs, state, 1), prev)
+            state_out = [torch.stack(pair, dim=1) for pair in zip(state_out, vf_state, strict=True)]
         return self.pi_head(features), self.vf_head(value_features).squeeze(-1), state_out
 
     def distribution(self, obs: torch.Tensor, state: Sequence[torch.Tensor] = (),
                      seq_lens: torch.Tensor | None = None, prev: TorchPrevious = None) -> Distribution:
-        features, _ = self._memory(self.pi_body, self.pi_lstm, obs, self._state_in(obs, state)[:2], prev)
+        features, _ = self._memory(self.pi_body, self.pi_lstm, obs, *self._tower_state(obs, state, 0), prev)
         return self.distribution_of(self.pi_head(features))
 
     def value(self, obs: torch.Tensor, state: Sequence[torch.Tensor] = (),
@@ -123,7 +125,7 @@ class LSTMActorCritic(ActorCritic):
         if self.vf_lstm is None:
             return self.outputs(obs, state, seq_lens, prev)[1]
         assert self.vf_body is not None
-        features, _ = self._memory(self.vf_body, self.vf_lstm, obs, self._state_in(obs, state)[2:], prev)
+        features, _ = self._memory(self.vf_body, self.vf_lstm, obs, *self._tower_state(obs, state, 1), prev)
         return self.vf_head(features).squeeze(-1)
 
     def numpy_twin(self) -> Twin | None:

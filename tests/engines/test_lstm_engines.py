@@ -28,7 +28,7 @@ def test_ray_workers_cut_and_store_sequences_as_the_local_reference(ray_session)
     try:
         for _ in range(2):  # the second batch goes on with the episodes (and states) the first left running
             a, b = local.sample(), remote.sample()
-            assert {"seq_lens", "state_in_0", "state_in_3", "prev_actions", "prev_rewards"} <= set(a)
+            assert {"seq_lens", "state_in_0", "state_in_1", "prev_actions", "prev_rewards"} <= set(a)
             for key in a:
                 np.testing.assert_array_equal(a[key], b[key], err_msg=key)
             local.update(a)

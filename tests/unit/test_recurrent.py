@@ -29,7 +29,7 @@ def test_the_numpy_lstm_acts_as_the_torch_network(space, model):
     actor.load(policy.get_flat_weights())
     rng = np.random.default_rng(0)
     obs = rng.normal(size=(4, 5)).astype(np.float32)
-    state = [rng.normal(size=(4, 8)).astype(np.float32) for _ in policy.initial_state()]
+    state = [rng.normal(size=(4, *s.shape)).astype(np.float32) for s in policy.initial_state()]
     assert [s.shape for s in actor.initial_state()] == [s.shape for s in policy.initial_state()]
     actions = rng.integers(0, 3, 4) if isinstance(space, gym.spaces.Discrete) else rng.normal(size=(4, 2)).astype(
         np.float32)
@@ -52,7 +52,7 @@ def test_rllib_keys_build_the_lstm_rllib_s_older_key_included():
     assert (model.use_lstm, model.lstm_cell_size, model.max_seq_len) == (True, 32, 10)
     assert model.lstm_use_prev_action and model.lstm_use_prev_reward
     with config.environment("StatelessCartPole-v1").resources(engine="local").build() as algo:
-        assert [s.shape for s in algo.get_policy().get_initial_state()] == [(32,)] * 4
+        assert [s.shape for s in algo.get_policy().get_initial_state()] == [(2, 32)] * 2  # the towers' h, c
         assert algo.workers.workers[0].actor is not None  # acts in numpy: the worker never builds torch's
 
 
@@ -72,7 +72,7 @@ def test_compute_single_action_takes_and_returns_the_state_as_rllib_does():
     with config.build() as algo:
         state = algo.get_policy().get_initial_state()
         action, state_out, extra = algo.compute_single_action(np.zeros(2, np.float32), state, prev_action=1)
-        assert action in (0, 1) and [s.shape for s in state_out] == [(8,)] * 4 and any(s.any() for s in state_out)
+        assert action in (0, 1) and [s.shape for s in state_out] == [(2, 8)] * 2 and any(s.any() for s in state_out)
         assert extra["action_prob"] == pytest.approx(np.exp(extra["action_logp"]))
         again = algo.compute_single_action(np.zeros(2, np.float32), state, prev_action=1)[1]
         for a, b in zip(state_out, again, strict=True):  # a function of its inputs: the state was not kept
