@@ -73,10 +73,10 @@ class LSTMActorCritic(ActorCritic):
         shape = (self.cell_size,) if self.vf_lstm is None else (2, self.cell_size)
         return [np.zeros(shape, np.float32), np.zeros(shape, np.float32)]
 
-    def _memory(self, body: nn.Module, lstm: nn.LSTM, obs: torch.Tensor, h: torch.Tensor, c: torch.Tensor,
+    def _memory(self, body: nn.Module, lstm: nn.LSTM, obs: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor],
                 prev: TorchPrevious) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """One tower: the body's features of rows ``[S·T, ...]``, with the previous action and
-        reward where it reads them, through the LSTM from ``(h, c)`` (each ``[S, cell]``): features
+        reward where it reads them, through the LSTM from ``state`` (``(h, c)``, each ``[S, cell]``): features
         ``[S·T, cell]`` and ``[h, c]`` after each sequence's last row."""
         features = body(obs)
         if self.reads_prev:
@@ -91,33 +91,36 @@ class LSTMActorCritic(ActorCritic):
             if self.prev_reward:
                 extra.append(rewards.float().reshape(len(obs), 1))
             features = torch.cat([features, *extra], dim=1)
+        h, c = state
         steps = len(features) // len(h)  # T: RLlib's add_time_dimension
         out, (h_out, c_out) = lstm(features.reshape(len(h), steps, -1), (h[None], c[None]))
         return out.reshape(len(features), -1), [h_out[0], c_out[0]]
 
-    def _tower_state(self, obs: torch.Tensor, state: Sequence[torch.Tensor], tower: int) -> tuple[torch.Tensor, ...]:
+    def _tower_state(self, obs: torch.Tensor, state: Sequence[torch.Tensor],
+                     tower: int) -> tuple[torch.Tensor, torch.Tensor]:
         """``(h, c)`` of the policy's LSTM (``tower`` 0) or the value function's (1): from ``state``,
         or without one the initial state of every row (each a sequence of one step)."""
         if not state:
             zeros = torch.zeros(len(obs), self.cell_size, device=obs.device)
             return zeros, zeros
-        return tuple(s if self.vf_lstm is None else s[:, tower] for s in state)
+        h, c = state
+        return (h, c) if self.vf_lstm is None else (h[:, tower], c[:, tower])
 
     def outputs(self, obs: torch.Tensor, state: Sequence[torch.Tensor] = (),
                 seq_lens: torch.Tensor | None = None, prev: TorchPrevious = None
                 ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
-        features, state_out = self._memory(self.pi_body, self.pi_lstm, obs, *self._tower_state(obs, state, 0), prev)
+        features, state_out = self._memory(self.pi_body, self.pi_lstm, obs, self._tower_state(obs, state, 0), prev)
         value_features = features
         if self.vf_lstm is not None:
             assert self.vf_body is not None
             value_features, vf_state = self._memory(self.vf_body, self.vf_lstm, obs,
-                                                    *self._tower_state(obs, state, 1), prev)
+                                                    self._tower_state(obs, state, 1), prev)
             state_out = [torch.stack(pair, dim=1) for pair in zip(state_out, vf_state, strict=True)]
         return self.pi_head(features), self.vf_head(value_features).squeeze(-1), state_out
 
     def distribution(self, obs: torch.Tensor, state: Sequence[torch.Tensor] = (),
                      seq_lens: torch.Tensor | None = None, prev: TorchPrevious = None) -> Distribution:
-        features, _ = self._memory(self.pi_body, self.pi_lstm, obs, *self._tower_state(obs, state, 0), prev)
+        features, _ = self._memory(self.pi_body, self.pi_lstm, obs, self._tower_state(obs, state, 0), prev)
         return self.distribution_of(self.pi_head(features))
 
     def value(self, obs: torch.Tensor, state: Sequence[torch.Tensor] = (),
@@ -125,7 +128,7 @@ class LSTMActorCritic(ActorCritic):
         if self.vf_lstm is None:
             return self.outputs(obs, state, seq_lens, prev)[1]
         assert self.vf_body is not None
-        features, _ = self._memory(self.vf_body, self.vf_lstm, obs, *self._tower_state(obs, state, 1), prev)
+        features, _ = self._memory(self.vf_body, self.vf_lstm, obs, self._tower_state(obs, state, 1), prev)
         return self.vf_head(features).squeeze(-1)
 
     def numpy_twin(self) -> Twin | None:
