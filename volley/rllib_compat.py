@@ -12,7 +12,7 @@ configs take is an entry of :data:`RLLIB_KEYS`, in one of four kinds:
 - **translated**: a value that becomes several volley keys (``replay_buffer_config``,
   ``exploration_config``);
 - **accepted** values and **refused** ones: where a value asks for what volley does
-  anyway (``num_gpus_per_worker=0``, ``model={"use_lstm": False}``) it changes nothing;
+  anyway (``num_gpus_per_worker=0``, ``model={"use_attention": False}``) it changes nothing;
   any other value is refused in one line naming the key, saying that volley does not
   support it and what to use instead. A key is never silently dropped, and a real RLlib
   key is never "unknown".
@@ -202,6 +202,12 @@ def _callbacks_class(value: Any) -> dict[str, Any]:
     return {"callbacks_class": None if value in rllib_defaults("callbacks") else value}
 
 
+
+
+def model_key(name: str, doc: str, example: Any) -> RLlibKey:
+    """A key of ``model={...}`` that is a field of volley's ``ModelConfig`` under RLlib's name."""
+    return translated(f"model.{name}", ("model",), lambda value: {"model": {name: value}}, ("model",),
+                      f"`model.{name}`: {doc}", example=example)
 
 
 def _prev_action_reward(value: Any) -> dict[str, Any]:
@@ -479,6 +485,16 @@ RLLIB_KEYS: list[RLlibKey] = [
     refused("rl_module_spec", ("rl_module",), "volley builds its networks from model (ModelConfig); "
             "custom RLModules are not supported", allowed=(None,), example="spec"),
     # model={...}
+    model_key("use_lstm", "an LSTM of `lstm_cell_size` between the MLP (or Nature CNN) and the heads, the "
+              "value function's own unless `vf_share_layers`; trained on sequences of up to `max_seq_len` steps "
+              "from the states the workers stored ([algorithms/ppo.md](algorithms/ppo.md)); PPO, PG and TRPO "
+              "(DQN and Ape-X refuse it)", example=True),
+    model_key("lstm_cell_size", "the LSTM's hidden and cell size", example=64),
+    model_key("max_seq_len", "the longest sequence the learner replays, for use_lstm and recurrent custom "
+              "models", example=10),
+    model_key("lstm_use_prev_action", "the LSTM also reads the previous action (one-hot when Discrete)",
+              example=True),
+    model_key("lstm_use_prev_reward", "the LSTM also reads the environment's previous reward", example=True),
     refused("model.use_attention", ("model",), "volley's recurrent networks are LSTMs; use use_lstm=True "
             "(or stack frames: ALE ids stack 4)"),
     translated("model.lstm_use_prev_action_reward", ("model",), _prev_action_reward, ("model",),
