@@ -15,13 +15,17 @@ from volley._version import __version__
 if TYPE_CHECKING:
     from volley.algorithm import Algorithm
     from volley.algorithms import (
+        APPO,
         DQN,
+        IMPALA,
         PG,
         PPO,
         TRPO,
         ApexDQN,
         ApexDQNConfig,
+        APPOConfig,
         DQNConfig,
+        IMPALAConfig,
         PGConfig,
         PPOConfig,
         TRPOConfig,
@@ -30,6 +34,12 @@ if TYPE_CHECKING:
     from volley.callbacks import DefaultCallbacks, Episode, RLlibCallback, make_multi_callbacks
     from volley.catalog import ModelCatalog
     from volley.config import AlgorithmConfig, ModelConfig
+    from volley.distributions import (
+        ActionDistribution,
+        TorchCategorical,
+        TorchDiagGaussian,
+        TorchDistributionWrapper,
+    )
     from volley.envs import register_env
     from volley.errors import CallbackError, CheckpointError, ConfigError, EnvError, VolleyError
     from volley.modelv2 import (
@@ -44,9 +54,12 @@ _HOMES = {
     "register_env": "volley.envs", "ModelCatalog": "volley.catalog", "TorchModelV2": "volley.modelv2",
     "FullyConnectedNetwork": "volley.modelv2", "RecurrentNetwork": "volley.modelv2",
     "add_time_dimension": "volley.modelv2",
+    **dict.fromkeys(["ActionDistribution", "TorchCategorical", "TorchDiagGaussian", "TorchDistributionWrapper"],
+                    "volley.distributions"),
     **dict.fromkeys(["CallbackError", "CheckpointError", "ConfigError", "EnvError", "VolleyError"], "volley.errors"),
     **dict.fromkeys(["DefaultCallbacks", "Episode", "RLlibCallback", "make_multi_callbacks"], "volley.callbacks"),
-    **dict.fromkeys(["ApexDQN", "ApexDQNConfig", "DQN", "DQNConfig", "PG", "PGConfig", "PPO", "PPOConfig",
+    **dict.fromkeys(["APPO", "APPOConfig", "IMPALA", "IMPALAConfig", "ApexDQN", "ApexDQNConfig",
+                     "DQN", "DQNConfig", "PG", "PGConfig", "PPO", "PPOConfig",
                      "TRPO", "TRPOConfig", "get_trainable_cls"], "volley.algorithms"),
 }
 
@@ -58,8 +71,9 @@ def __getattr__(name: str) -> Any:
     return getattr(importlib.import_module(_HOMES[name]), name)
 
 
-__all__ = ["ApexDQN", "ApexDQNConfig", "DQN", "DQNConfig", "PG", "PGConfig", "PPO", "Algorithm", "AlgorithmConfig",
-           "CallbackError", "CheckpointError", "ConfigError", "DefaultCallbacks", "EnvError", "Episode",
-           "FullyConnectedNetwork", "ModelCatalog", "ModelConfig", "PPOConfig", "RLlibCallback",
-           "RecurrentNetwork", "TRPO", "TRPOConfig", "TorchModelV2", "VolleyError", "__version__",
+__all__ = ["APPO", "APPOConfig", "IMPALA", "IMPALAConfig", "ActionDistribution", "ApexDQN", "ApexDQNConfig", "DQN",
+           "DQNConfig", "PG", "PGConfig", "PPO", "Algorithm", "AlgorithmConfig", "CallbackError", "CheckpointError",
+           "ConfigError", "DefaultCallbacks", "EnvError", "Episode", "FullyConnectedNetwork", "ModelCatalog",
+           "ModelConfig", "PPOConfig", "RLlibCallback", "RecurrentNetwork", "TRPO", "TRPOConfig", "TorchCategorical",
+           "TorchDiagGaussian", "TorchDistributionWrapper", "TorchModelV2", "VolleyError", "__version__",
            "add_time_dimension", "get_trainable_cls", "make_multi_callbacks", "register_env"]

@@ -13,15 +13,15 @@ does everything that learns.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Mapping, Sequence
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import gymnasium as gym
 import numpy as np
 
 from volley.config import ModelConfig, NetworkKind
-from volley.errors import VolleyError
+from volley.errors import ConfigError, VolleyError
+from volley.spaces import MASKED, ActionLayout, action_layout
 
 # -- observations --------------------------------------------------------------------------
 
@@ -35,14 +35,16 @@ def flat_size(space: gym.Space) -> int:
     """The width of a flattened observation of ``space`` (Discrete one-hot)."""
     if isinstance(space, gym.spaces.Discrete):
         return int(space.n)
-    if isinstance(space, gym.spaces.Box):
+    if isinstance(space, gym.spaces.Box | gym.spaces.MultiBinary):
         return int(np.prod(space.shape))
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return int(space.nvec.sum())
     if isinstance(space, gym.spaces.Dict):
         return sum(flat_size(s) for s in space.spaces.values())
     if isinstance(space, gym.spaces.Tuple):
         return sum(flat_size(s) for s in space.spaces)
     raise VolleyError(f"observation space {space} is not supported: volley takes Box, Discrete, "
-                      "and Dict or Tuple of those")
+                      "MultiDiscrete, MultiBinary, and Dict or Tuple of those")
 
 
 def _flatten_batch(space: gym.Space, obs: object, n: int) -> np.ndarray:
@@ -51,8 +53,14 @@ def _flatten_batch(space: gym.Space, obs: object, n: int) -> np.ndarray:
         one_hot = np.zeros((n, int(space.n)), np.float32)
         one_hot[np.arange(n), np.asarray(obs, np.int64).reshape(n) - int(space.start)] = 1.0
         return one_hot
-    if isinstance(space, gym.spaces.Box):
+    if isinstance(space, gym.spaces.Box | gym.spaces.MultiBinary):
         return np.asarray(obs, np.float32).reshape(n, -1)
+    if isinstance(space, gym.spaces.MultiDiscrete):  # each element one-hot, as RLlib's preprocessor
+        offsets = np.cumsum(space.nvec.ravel()) - space.nvec.ravel()
+        one_hot = np.zeros((n, int(space.nvec.sum())), np.float32)
+        indices = (np.asarray(obs, np.int64).reshape(n, -1) - np.asarray(space.start).ravel()) + offsets
+        np.put_along_axis(one_hot, indices, 1.0, 1)
+        return one_hot
     if isinstance(space, gym.spaces.Dict):
         assert isinstance(obs, dict)
         return np.concatenate([_flatten_batch(s, obs[k], n) for k, s in space.spaces.items()], axis=1)
@@ -61,17 +69,54 @@ def _flatten_batch(space: gym.Space, obs: object, n: int) -> np.ndarray:
                           axis=1)
 
 
+class ObsMask(NamedTuple):
+    """Where an observation's action mask sits among its flat columns, and which columns the network
+    reads: the others for volley's own networks, all of them for a custom model (which gets the
+    mask too, as in RLlib)."""
+
+    mask: slice
+    net: slice | np.ndarray
+
+
+def find_action_mask(obs_space: gym.Space, action_space: gym.Space, key: str) -> ObsMask | None:
+    """Where the action mask ``key`` (RLlib's ``action_mask_key``) sits in a Dict observation, or None
+    when the observation has none; a ConfigError naming the mask's space if it cannot mask
+    ``action_space`` (one entry per logit: :meth:`volley.spaces.ActionLayout.mask_width`)."""
+    if not isinstance(obs_space, gym.spaces.Dict) or key not in obs_space.spaces:
+        return None
+    mask_space = obs_space.spaces[key]
+    width = action_layout(action_space).mask_width()
+    if not isinstance(mask_space, gym.spaces.Box | gym.spaces.MultiBinary) or mask_space.shape != (width,):
+        raise ConfigError(f"observation key {key!r} (the action mask, action_mask_key) is {mask_space}: the mask "
+                          f"of {action_space} is a Box or MultiBinary of shape ({width},), one 0/1 entry per "
+                          f"{'action' if isinstance(action_space, gym.spaces.Discrete) else 'choice of each part'}")
+    start = 0
+    for name, subspace in obs_space.spaces.items():
+        if name == key:
+            break
+        start += flat_size(subspace)
+    stop, total = start + width, flat_size(obs_space)
+    net = slice(stop, total) if start == 0 else slice(0, start) if stop == total else np.r_[0:start, stop:total]
+    return ObsMask(slice(start, stop), net)
+
+
 class ObsPreprocessor:
     """Turns a batch of raw observations into the array the network reads.
 
     Images stay uint8 (the CNN scales them); everything else becomes a flat float32
-    vector: Discrete one-hot, Dict and Tuple concatenated in key order.
+    vector: Discrete one-hot (MultiDiscrete each element one-hot), Dict and Tuple concatenated in
+    key order. An action mask in a
+    Dict observation (``mask``) stays among the columns, so it travels with the batch (to the
+    learner, into DQN's replay as ``next_obs``); ``net_shape`` is what volley's own network reads.
     """
 
-    def __init__(self, space: gym.Space) -> None:
+    def __init__(self, space: gym.Space, mask: ObsMask | None = None) -> None:
         self.space = space
         self.is_image = is_image_space(space)
         self.shape: tuple[int, ...] = space.shape if self.is_image else (flat_size(space),)  # type: ignore[assignment]
+        self.mask = mask
+        width = 0 if mask is None else mask.mask.stop - mask.mask.start
+        self.net_shape = self.shape if mask is None else (self.shape[0] - width,)
 
     def __call__(self, obs: object, n: int) -> np.ndarray:
         if self.is_image:
@@ -82,15 +127,12 @@ class ObsPreprocessor:
 # -- action spaces and draws -----------------------------------------------------------------
 
 
-def policy_outputs(action_space: gym.Space) -> tuple[int, bool]:
-    """Outputs of a policy head for ``action_space`` and whether they are a Gaussian's means
-    (one-dimensional Box) rather than logits (Discrete); a VolleyError for other spaces."""
-    if isinstance(action_space, gym.spaces.Discrete):
-        return int(action_space.n), False
-    if isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1:
-        return int(action_space.shape[0]), True
-    raise VolleyError(f"action space {action_space} is not supported: volley takes "
-                      "Discrete or a one-dimensional Box")
+def policy_outputs(action_space: gym.Space) -> tuple[int, int]:
+    """Outputs of volley's policy head for ``action_space`` (its distribution's inputs, a float Box's
+    means without log-stds) and the size of the learned log-std beside them (0 without a float
+    Box); a ConfigError naming a space volley cannot take (:mod:`volley.spaces`)."""
+    layout = action_layout(action_space)
+    return layout.inputs(log_stds=False).width, layout.dims
 
 
 def q_outputs(action_space: gym.Space) -> int:
@@ -102,7 +144,12 @@ def q_outputs(action_space: gym.Space) -> int:
 
 
 class RandomStreams(Protocol):
-    """One random stream per environment (see RolloutWorker)."""
+    """One random stream per environment (see RolloutWorker), and for a custom action distribution,
+    which draws in torch, the state of one torch generator for them all (None before the first
+    draw: it starts from ``torch_seed``)."""
+
+    torch_seed: int
+    torch_state: Any
 
     def gumbel(self, n: int) -> np.ndarray: ...  # float64 [N, n]
     def normal(self, dim: int) -> np.ndarray: ...  # float32 [N, dim]
@@ -125,12 +172,26 @@ def pick(values: np.ndarray, actions: np.ndarray) -> np.ndarray:
     return np.take_along_axis(values, actions[..., None].astype(np.intp), -1)[..., 0]
 
 
-def epsilon_greedy_logp(q_values: np.ndarray, epsilon: float) -> np.ndarray:
-    """Log-probabilities ``[..., n]`` of ε-greedy acting: ``ε/n + (1 - ε)·[a = argmax Q]``."""
+def epsilon_greedy_logp(q_values: np.ndarray, epsilon: float, masked: bool = False) -> np.ndarray:
+    """Log-probabilities ``[..., n]`` of ε-greedy acting: ``ε/n + (1 - ε)·[a = argmax Q]``. With
+    ``masked``, the actions whose Q-value is :data:`~volley.spaces.MASKED` are not drawn: ``ε`` is
+    shared by the ``m`` allowed ones (``ε/m``) and the masked ones keep MASKED."""
     n = q_values.shape[-1]
-    probs = np.full(q_values.shape, epsilon / n, q_values.dtype)
-    np.put_along_axis(probs, q_values.argmax(-1)[..., None], epsilon / n + 1 - epsilon, -1)
-    return np.log(np.maximum(probs, np.finfo(probs.dtype).tiny))  # finite at ε = 0
+    greedy = q_values.argmax(-1)[..., None]
+    tiny = np.finfo(q_values.dtype).tiny  # a log-probability finite at ε = 0
+    if not masked:
+        probs = np.full(q_values.shape, epsilon / n, q_values.dtype)
+        np.put_along_axis(probs, greedy, epsilon / n + 1 - epsilon, -1)
+        return np.log(np.maximum(probs, tiny))
+    allowed = q_values > MASKED
+    probs = np.where(allowed, epsilon / np.maximum(allowed.sum(-1, keepdims=True), 1), 0).astype(q_values.dtype)
+    np.put_along_axis(probs, greedy, np.take_along_axis(probs, greedy, -1) + (1 - epsilon), -1)
+    return np.where(allowed, np.log(np.maximum(probs, tiny)), MASKED)
+
+
+def masked_logits(logits: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """``logits`` ``[B, n]`` with those ``mask`` ``[B, n]`` forbids (0) at :data:`~volley.spaces.MASKED`."""
+    return np.where(mask != 0, logits, MASKED)
 
 
 # -- where the weights sit in the flat vector ------------------------------------------------
@@ -158,10 +219,21 @@ def _lstm_shapes(name: str, n_in: int, cell: int) -> Shapes:
 
 
 def previous_width(action_space: gym.Space) -> int:
-    """Inputs a previous action adds: one per action of a Discrete space (one-hot), else its size."""
+    """Inputs a previous action adds (``lstm_use_prev_action``): one per action of a Discrete space
+    (one-hot), the values of a float Box; a ConfigError for other spaces."""
     if isinstance(action_space, gym.spaces.Discrete):
         return int(action_space.n)
-    return int(np.prod(action_space.shape or ()))
+    if isinstance(action_space, gym.spaces.Box) and action_space.dtype.kind == "f":
+        return int(np.prod(action_space.shape))
+    raise ConfigError(f"model.lstm_use_prev_action=True with action space {action_space}: volley's LSTM reads "
+                      "the previous action of a Discrete (one-hot) or float Box action space only")
+
+
+def zero_actions(action_space: gym.Space, n: int) -> np.ndarray:
+    """``n`` actions of zeros in the flat layout of batches (:mod:`volley.spaces`): the previous
+    action a recurrent network reads at an episode start."""
+    layout = action_layout(action_space)
+    return np.zeros((n,) if layout.kind == "discrete" else (n, layout.width), layout.dtype)
 
 
 def parameter_shapes(obs_size: int, action_space: gym.Space, model: ModelConfig,
@@ -171,8 +243,8 @@ def parameter_shapes(obs_size: int, action_space: gym.Space, model: ModelConfig,
     in the order they were built."""
     width = model.fcnet_hiddens[-1] if model.fcnet_hiddens else obs_size
     if network == "actor_critic":
-        n_out, continuous = policy_outputs(action_space)
-        shapes: Shapes = [("log_std", (n_out,))] if continuous else []
+        n_out, n_log_std = policy_outputs(action_space)
+        shapes: Shapes = [("log_std", (n_log_std,))] if n_log_std else []
         shapes += _body_shapes("pi_body", obs_size, model.fcnet_hiddens)
         if not model.vf_share_layers:
             shapes += _body_shapes("vf_body", obs_size, model.fcnet_hiddens)
@@ -333,18 +405,76 @@ def gaussian_head(log_std: np.ndarray | None) -> Head:
     return Head(draw_fixed, log_prob_fixed)
 
 
-def epsilon_greedy_head(epsilon: float) -> Head:
+def epsilon_greedy_head(epsilon: float, masked: bool = False) -> Head:
     """ε-greedy over Q-values ``[..., n]``: a uniformly random action with probability ε (drawn as a
-    categorical, each environment's own noise), else the greedy one, which is also the mode."""
+    categorical, each environment's own noise), else the greedy one, which is also the mode. With
+    ``masked``, Q-values at :data:`~volley.spaces.MASKED` are never drawn (see :func:`epsilon_greedy_logp`)."""
     def draw(q: np.ndarray, streams: RandomStreams, explore: bool) -> np.ndarray:
-        return gumbel_max(epsilon_greedy_logp(q, epsilon), streams) if explore else q.argmax(-1)
-    return Head(draw, lambda q, actions: pick(epsilon_greedy_logp(q, epsilon), actions))
+        return gumbel_max(epsilon_greedy_logp(q, epsilon, masked), streams) if explore else q.argmax(-1)
+    return Head(draw, lambda q, actions: pick(epsilon_greedy_logp(q, epsilon, masked), actions))
 
 
-def actor_critic_twin(weights: Mapping[str, np.ndarray], activation: str) -> Twin:
+def composite_head(layout: ActionLayout, log_std: np.ndarray | None) -> Head:
+    """The product of a composite space's parts (:mod:`volley.spaces`): every categorical drawn at
+    once on the padded view of the logits (Gumbel-max, padding at MASKED), the float Boxes' values
+    as one diagonal Gaussian, their log-probabilities summed. ``log_std`` as :func:`gaussian_head`:
+    volley's network's, or None where the inputs hold the log-stds (a custom model's)."""
+    where = layout.inputs(log_stds=log_std is None)
+    num, widest = layout.padded.shape
+    categorical, gaussian = layout.categorical_columns, layout.gaussian_columns
+    half_log_2pi = np.float32(0.5 * layout.dims * np.log(2 * np.pi))
+
+    def padded_logits(inputs: np.ndarray) -> np.ndarray:  # [..., K, widest]
+        logits = inputs[..., where.logits]
+        padding = np.full((*logits.shape[:-1], 1), MASKED, logits.dtype)
+        return np.concatenate([logits, padding], -1)[..., layout.padded]
+
+    def mean_and_log_std(inputs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        mean = inputs[..., where.means]
+        if where.log_stds is not None:
+            return mean, inputs[..., where.log_stds]
+        assert log_std is not None
+        return mean, np.broadcast_to(log_std, mean.shape)
+
+    def draw(inputs: np.ndarray, streams: RandomStreams, explore: bool) -> np.ndarray:
+        actions = np.empty((len(inputs), layout.width), layout.dtype)
+        if num:
+            logits = padded_logits(inputs)
+            noise = streams.gumbel(num * widest).reshape(-1, num, widest) if explore else 0.0
+            actions[:, categorical] = (logits + noise).argmax(-1)
+        if layout.dims:
+            mean, log_stds = mean_and_log_std(inputs)
+            actions[:, gaussian] = mean + np.exp(log_stds) * streams.normal(layout.dims) if explore else mean
+        return actions
+
+    def log_prob(inputs: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        total = np.zeros(inputs.shape[:-1], np.float32)
+        if num:
+            total += pick(log_softmax(padded_logits(inputs)), actions[..., categorical]).sum(-1)
+        if layout.dims:
+            mean, log_stds = mean_and_log_std(inputs)
+            z = (actions[..., gaussian] - mean) / np.exp(log_stds)
+            total += (-0.5 * z * z - log_stds).sum(-1) - half_log_2pi
+        return total
+    return Head(draw, log_prob)
+
+
+def action_head(layout: ActionLayout, log_std: np.ndarray | None) -> Head:
+    """The numpy head of a policy over ``layout``'s space: categorical for ``Discrete``, Gaussian for a
+    one-dimensional float ``Box`` (today's two fast paths), else the product of the parts."""
+    if layout.kind == "discrete":
+        return categorical_head()
+    if layout.kind == "box":
+        return gaussian_head(log_std)
+    return composite_head(layout, log_std)
+
+
+def actor_critic_twin(weights: Mapping[str, np.ndarray], activation: str, action_space: gym.Space,
+                      mask: ObsMask | None = None) -> Twin:
     """How an MLP actor-critic with these named ``weights`` acts: actions sampled with each
     environment's own stream when ``explore``, else the most likely; the logits (or the
-    Gaussian's mean) and the values."""
+    Gaussian's mean) and the values. With ``mask``, the network reads the observation's other
+    columns and the logits the mask forbids are set to MASKED."""
     pi_head, vf_head = NumpyMLP.of(weights, "pi_head"), NumpyMLP.of(weights, "vf_head")
     # one network whose output is [logits or mean, value in column 0]
     if "vf_body.0.weight" not in weights:  # the shared body, then both heads as one layer
@@ -352,19 +482,29 @@ def actor_critic_twin(weights: Mapping[str, np.ndarray], activation: str) -> Twi
     else:  # policy and value networks stacked
         both = NumpyMLP.stacked(NumpyMLP.of(weights, "pi_body", activation) + pi_head,
                                 NumpyMLP.of(weights, "vf_body", activation) + vf_head)
-    head = _policy_head(weights)
+    head = _policy_head(weights, action_space)
     draw = head.draw
 
     def act(obs: np.ndarray, state: State, streams: RandomStreams, explore: bool, prev: Previous = None) -> Acting:
         both_out = both(obs)
         out = both_out[0]
         return draw(out, streams, explore), out, both_out[1, :, 0], state
-    return Twin(act, head.log_prob)
+
+    if mask is None:
+        return Twin(act, head.log_prob)
+    net, columns = mask.net, mask.mask
+
+    def act_masked(obs: np.ndarray, state: State, streams: RandomStreams, explore: bool,
+                   prev: Previous = None) -> Acting:
+        both_out = both(obs[:, net])
+        out = masked_logits(both_out[0], obs[:, columns])
+        return draw(out, streams, explore), out, both_out[1, :, 0], state
+    return Twin(act_masked, head.log_prob)
 
 
-def _policy_head(weights: Mapping[str, np.ndarray]) -> Head:
-    """The action distribution of an actor-critic with these ``weights``."""
-    return gaussian_head(weights["log_std"]) if "log_std" in weights else categorical_head()
+def _policy_head(weights: Mapping[str, np.ndarray], action_space: gym.Space) -> Head:
+    """The action distribution of an actor-critic with these ``weights`` over ``action_space``."""
+    return action_head(action_layout(action_space), weights.get("log_std"))
 
 
 class NumpyLSTM:
@@ -400,12 +540,13 @@ class NumpyLSTM:
 
 
 def lstm_actor_critic_twin(weights: Mapping[str, np.ndarray], activation: str, action_space: gym.Space,
-                           prev_action: bool = False, prev_reward: bool = False) -> Twin:
+                           mask: ObsMask | None = None, prev_action: bool = False,
+                           prev_reward: bool = False) -> Twin:
     """How an MLP actor-critic with an LSTM on its body (``volley.recurrent``) acts: as
-    :func:`actor_critic_twin`, one LSTM step per call from the environments' state ``[h, c]``
-    (each ``[N, cell]``, or ``[N, 2, cell]`` with the value function's own LSTM: the two towers
-    stacked, so each layer of both is one numpy call), the LSTM also reading the previous action (one-hot if
-    Discrete) and reward where ``prev_action`` / ``prev_reward``."""
+    :func:`actor_critic_twin` (``mask`` too), one LSTM step per call from the environments' state
+    ``[h, c]`` (each ``[N, cell]``, or ``[N, 2, cell]`` with the value function's own LSTM: the two
+    towers stacked, so each layer of both is one numpy call), the LSTM also reading the previous
+    action (one-hot if Discrete) and reward where ``prev_action`` / ``prev_reward``."""
     separate = "vf_lstm.weight_ih_l0" in weights
     body = NumpyMLP.of(weights, "pi_body", activation)
     if separate:  # [2, N, width]: each tower's body; each LSTM and head then reads its own
@@ -414,11 +555,12 @@ def lstm_actor_critic_twin(weights: Mapping[str, np.ndarray], activation: str, a
     heads = NumpyMLP.stacked(NumpyMLP.of(weights, "pi_head"), NumpyMLP.of(weights, "vf_head"))
     one_hot = np.eye(previous_width(action_space), dtype=np.float32) \
         if prev_action and isinstance(action_space, gym.spaces.Discrete) else None
-    head = _policy_head(weights)
+    head = _policy_head(weights, action_space)
     draw = head.draw
+    net, columns = (mask.net, mask.mask) if mask is not None else (slice(None), None)
 
     def act(obs: np.ndarray, state: State, streams: RandomStreams, explore: bool, prev: Previous = None) -> Acting:
-        features = body(obs)
+        features = body(obs if columns is None else obs[:, net])
         if prev_action or prev_reward:
             assert prev is not None, "this network reads the previous actions and rewards"
             actions, rewards = prev
@@ -433,24 +575,30 @@ def lstm_actor_critic_twin(weights: Mapping[str, np.ndarray], activation: str, a
             h, c = lstm(features, state[0], state[1])
             state_out = [h, c]
         out = heads(h)  # [2, N, width]: the policy's outputs, the value in column 0
-        return draw(out[0], streams, explore), out[0], out[1, :, 0], state_out
+        logits = out[0] if columns is None else masked_logits(out[0], obs[:, columns])
+        return draw(logits, streams, explore), logits, out[1, :, 0], state_out
     return Twin(act, head.log_prob)
 
 
-def q_network_twin(weights: Mapping[str, np.ndarray], activation: str) -> Twin:
+def q_network_twin(weights: Mapping[str, np.ndarray], activation: str, mask: ObsMask | None = None) -> Twin:
     """How an MLP Q-network with these named ``weights`` acts: ε-greedy (ε among the weights);
-    the Q-values and the greedy values ``max_a Q``; dueling when it has a ``value_head``."""
+    the Q-values and the greedy values ``max_a Q``; dueling when it has a ``value_head``. With
+    ``mask``, the Q-values of forbidden actions are MASKED, so neither the greedy choice nor ε's
+    draw takes them."""
     body = NumpyMLP.of(weights, "body", activation) + NumpyMLP.of(weights, "hidden", activation)
     q_head = NumpyMLP.of(weights, "q_head")
     value_head = NumpyMLP.of(weights, "value_head") if "value_head.weight" in weights else None
-    head = epsilon_greedy_head(float(weights["epsilon"]))
+    head = epsilon_greedy_head(float(weights["epsilon"]), masked=mask is not None)
     draw = head.draw
+    net, columns = (mask.net, mask.mask) if mask is not None else (slice(None), None)
 
     def act(obs: np.ndarray, state: State, streams: RandomStreams, explore: bool, prev: Previous = None) -> Acting:
-        features = body(obs)
+        features = body(obs if columns is None else obs[:, net])
         q = q_head(features)
         if value_head is not None:
             q = value_head(features) + q - q.mean(-1, keepdims=True)
+        if columns is not None:
+            q = masked_logits(q, obs[:, columns])
         return draw(q, streams, explore), q, q.max(-1), state
     return Twin(act, head.log_prob)
 
@@ -460,30 +608,33 @@ class NumpyActor:
     alone: what a rollout worker acts with unless something asks it for the torch network."""
 
     def __init__(self, obs_size: int, action_space: gym.Space, model: ModelConfig,
-                 network: NetworkKind = "actor_critic", head_hiddens: Sequence[int] = ()) -> None:
+                 network: NetworkKind = "actor_critic", head_hiddens: Sequence[int] = (),
+                 mask: ObsMask | None = None) -> None:
+        """``obs_size``: the network's inputs (without an action mask's columns, ``mask``)."""
         shapes = parameter_shapes(obs_size, action_space, model, network, head_hiddens)
         ends = np.cumsum([int(np.prod(shape)) for _, shape in shapes]).tolist()
         self.size = ends[-1]
         self._slices = [(name, end - int(np.prod(shape)), end, shape)  # where each tensor sits
                         for (name, shape), end in zip(shapes, ends, strict=True)]
-        self.activation = model.fcnet_activation
-        self.build: Callable[[Mapping[str, np.ndarray], str], Twin] = (
-            actor_critic_twin if network == "actor_critic" else q_network_twin)
+        activation = model.fcnet_activation
+        self.build: Callable[[Mapping[str, np.ndarray]], Twin] = (
+            (lambda weights: actor_critic_twin(weights, activation, action_space, mask)) if network == "actor_critic"
+            else (lambda weights: q_network_twin(weights, activation, mask)))
         self.state_shapes: list[tuple[int, ...]] = []
         self.reads_prev = False
         if model.use_lstm:
-            self.build = functools.partial(lstm_actor_critic_twin, action_space=action_space,
-                                           prev_action=model.lstm_use_prev_action,
-                                           prev_reward=model.lstm_use_prev_reward)
+            prev_action, prev_reward = model.lstm_use_prev_action, model.lstm_use_prev_reward
+            self.build = lambda weights: lstm_actor_critic_twin(weights, activation, action_space, mask,
+                                                                prev_action, prev_reward)
             self.state_shapes = [(model.lstm_cell_size,) if model.vf_share_layers else (2, model.lstm_cell_size)] * 2
-            self.reads_prev = model.lstm_use_prev_action or model.lstm_use_prev_reward
+            self.reads_prev = prev_action or prev_reward
         self._twin: Twin | None = None
 
     def load(self, flat: np.ndarray) -> None:
         if flat.shape != (self.size,):
             raise VolleyError(f"weights of shape {flat.shape} given to a network of {self.size} weights")
         weights = {name: flat[start:end].reshape(shape) for name, start, end, shape in self._slices}
-        self._twin = self.build(weights, self.activation)
+        self._twin = self.build(weights)
 
     def initial_state(self) -> State:
         """As :meth:`volley.models.Policy.initial_state`: zeros of an LSTM's ``[h, c]``; ``[]`` for an MLP."""

@@ -23,6 +23,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from volley.acting import zero_actions
 from volley.callbacks import EpisodeMetrics, Hooks, LearnerMetrics, result_of
 from volley.catalog import build_policy
 from volley.checkpoint import (
@@ -44,6 +45,7 @@ from volley.rollout.filters import FilterStats, RunningStats, make_filter
 from volley.rollout.sequences import Sequences
 from volley.rollout.worker import EnvStreams, RolloutWorker, SampleResult
 from volley.schedules import value_at
+from volley.spaces import action_layout
 
 EVAL_SEED_OFFSET = 1_000_000  # evaluation environments never replay training seeds
 
@@ -128,10 +130,12 @@ class Algorithm(ABC):
         # of a process (torch's default threads) and later ones (the learner's) would differ
         torch.set_num_threads(1)
         self.preprocess, policy = build_policy(self.observation_space, self.action_space, config.model,
-                                               config.network, config.head_hiddens)
+                                               config.network, config.head_hiddens,
+                                               action_mask_key=config.action_mask_key)
         self.policy = policy.to(self.device)
         torch.set_num_threads(self.learner_threads())
-        self.obs_filter = make_filter(config.observation_filter, self.preprocess.shape)
+        mask = self.preprocess.mask
+        self.obs_filter = make_filter(config.observation_filter, self.preprocess.shape, None if mask is None else mask.mask)
         self.reward_stats = RunningStats(()) if config.normalize_rewards else None
         self.rng = np.random.default_rng(config.seed)
         self.iteration = 0
@@ -505,11 +509,16 @@ class Algorithm(ABC):
         state_in = _state_of_one(state, policy.initial_state())
         prev = None
         if policy.reads_prev:
-            action_shape, action_dtype = self.action_space.shape or (), self.action_space.dtype or np.float32
-            action = np.zeros(action_shape, action_dtype) if prev_action is None else np.asarray(prev_action)
-            prev = (action.astype(action_dtype).reshape(1, *action_shape),
-                    np.array([prev_reward or 0.0], np.float32))
+            zeros = zero_actions(self.action_space, 1)  # the flat layout of actions in batches
+            action = zeros if prev_action is None else np.asarray(prev_action, zeros.dtype).reshape(zeros.shape)
+            prev = (action, np.array([prev_reward or 0.0], np.float32))
         processed = self.obs_filter(self.preprocess(_batch_of_one(observation), 1), update=False)
+        mask = self.preprocess.mask
+        if mask is not None:  # a mask of the caller's: checked as the workers check the environments'
+            problem = action_layout(self.action_space).mask_problem(processed[:, mask.mask], np.ones(1, bool))
+            if problem is not None:
+                raise VolleyError(f"compute_single_action: the action mask {processed[0, mask.mask]} (observation "
+                                  f"key {self.config.action_mask_key!r}): {problem[1]}")
         streams = self.__dict__.setdefault("_single_streams", EnvStreams(self.config.seed, [EVAL_SEED_OFFSET - 1]))
         training = policy.training
         policy.eval()

@@ -13,15 +13,16 @@ Each is a :class:`volley.models.Policy`: distribution inputs, values and a recur
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import gymnasium as gym
 import torch
 from torch import nn
 
-from volley.acting import ObsPreprocessor, parameter_shapes
+from volley.acting import ObsMask, ObsPreprocessor, find_action_mask, parameter_shapes
 from volley.config import ModelConfig, NetworkKind
+from volley.distributions import ActionDistribution, required_outputs
 from volley.errors import ConfigError
 from volley.models import ActorCritic, Policy, QNetwork, trunk
 from volley.modelv2 import (
@@ -33,7 +34,7 @@ from volley.modelv2 import (
     actor_critic_outputs,
     model_observation_space,
 )
-from volley.named import CUSTOM_MODELS
+from volley.named import CUSTOM_ACTION_DISTS, CUSTOM_MODELS, NamedObjects
 from volley.recurrent import LSTMActorCritic
 
 
@@ -48,6 +49,13 @@ class ModelCatalog:
         runs)."""
         check_model_class(model_name, model_class)
         CUSTOM_MODELS.register(model_name, model_class)
+
+    @staticmethod
+    def register_custom_action_dist(action_dist_name: str, action_dist_class: type) -> None:
+        """Make ``model={"custom_action_dist": action_dist_name}`` build ``action_dist_class`` on the
+        model's outputs (PPO, PG, TRPO). It travels to the workers as a custom model does."""
+        check_action_dist_class(action_dist_name, action_dist_class)
+        CUSTOM_ACTION_DISTS.register(action_dist_name, action_dist_class)
 
     @staticmethod
     def get_model_v2(obs_space: gym.Space, action_space: gym.Space, num_outputs: int | None,
@@ -84,13 +92,27 @@ def check_model_class(name: str, model_class: Any) -> None:
                           "add a model's own loss; train it through forward() and value_function()")
 
 
+def check_action_dist_class(name: str, dist_class: Any) -> None:
+    """A ConfigError naming ``name`` unless ``dist_class`` is a class of volley's ActionDistribution."""
+    if not (isinstance(dist_class, type) and issubclass(dist_class, ActionDistribution)):
+        raise ConfigError(f"custom action dist {name!r} is {dist_class!r}: it must be a class of volley's "
+                          "ActionDistribution (class MyDist(TorchDistributionWrapper), from volley import "
+                          "TorchDistributionWrapper)")
+
+
+def named_class(registry: NamedObjects, name: str, check: Callable[[str, Any], None]) -> type:
+    """The class ``name`` finds in ``registry`` in this process, passed by ``check``; a ConfigError if
+    there is none (``model["custom_model"]``, ``model["custom_action_dist"]``)."""
+    found = registry.find(name)
+    if found is None:
+        raise ConfigError(registry.missing(name))
+    check(name, found)
+    return found
+
+
 def custom_model_class(name: str) -> type:
     """The class ``model["custom_model"]`` names in this process; a ConfigError if there is none."""
-    found = CUSTOM_MODELS.find(name)
-    if found is None:
-        raise ConfigError(CUSTOM_MODELS.missing(name))
-    check_model_class(name, found)
-    return found
+    return named_class(CUSTOM_MODELS, name, check_model_class)
 
 
 def model_config_dict(model: ModelConfig) -> dict[str, Any]:
@@ -125,41 +147,61 @@ def construct(model_class: type, obs_space: gym.Space, action_space: gym.Space, 
 
 def build_policy(obs_space: gym.Space, action_space: gym.Space, model: ModelConfig,
                  network: NetworkKind = "actor_critic", head_hiddens: Sequence[int] = (),
-                 model_class: type | None = None) -> tuple[ObsPreprocessor, Policy]:
+                 model_class: type | None = None, *, action_mask_key: str = "action_mask",
+                 action_dist_class: type | None = None) -> tuple[ObsPreprocessor, Policy]:
     """The preprocessor and the network for a pair of spaces; a clear error for others.
 
     ``head_hiddens`` are a Q-network's layers between its body and its Q-values. With
-    ``model.custom_model`` set, ``model_class`` is its class (a worker gets it with its recipe;
-    None: found by name in this process)."""
-    pre = ObsPreprocessor(obs_space)
+    ``model.custom_model`` set, ``model_class`` is its class, and with ``model.custom_action_dist``
+    set, ``action_dist_class`` is that one's (a worker gets them with its recipe; None: found by name
+    in this process). A Dict observation holding ``action_mask_key`` masks the actions
+    (:func:`volley.acting.find_action_mask`)."""
+    pre = ObsPreprocessor(obs_space, find_action_mask(obs_space, action_space, action_mask_key))
+    dist_class = None
+    if model.custom_action_dist is not None:
+        dist_class = action_dist_class or named_class(CUSTOM_ACTION_DISTS, model.custom_action_dist,
+                                                     check_action_dist_class)
+        if network != "actor_critic":
+            raise ConfigError(f"custom_action_dist {model.custom_action_dist!r} is for PPO, PG and TRPO: DQN "
+                              "and Ape-X act ε-greedily on their Q-values")
+        if pre.mask is not None:
+            raise ConfigError(f"observation key {action_mask_key!r} is an action mask, and volley masks the logits "
+                              f"of its own distributions only: with custom_action_dist {model.custom_action_dist!r}, "
+                              "mask inside the distribution and rename the key (or set action_mask_key)")
     if model.custom_model is not None:
-        return pre, _custom_policy(pre, action_space, model, network, head_hiddens,
-                                   model_class or custom_model_class(model.custom_model))
-    policy: Policy
-    if network == "actor_critic":
+        policy = _custom_policy(pre, action_space, model, network, head_hiddens,
+                                model_class or custom_model_class(model.custom_model), dist_class)
+    elif network == "actor_critic":
+        custom_dist = None if dist_class is None else (
+            dist_class, required_outputs(dist_class, action_space, model_config_dict(model)))
         kind = LSTMActorCritic if model.use_lstm else ActorCritic
-        policy = kind(pre.shape, pre.is_image, action_space, model)
+        policy = kind(pre.net_shape, pre.is_image, action_space, model, pre.mask, custom_dist)
     else:
-        body, n_feat = trunk(pre.shape, pre.is_image, model)
-        policy = QNetwork(body, n_feat, action_space, model, dueling=network == "dueling_q", hiddens=head_hiddens)
-    if not pre.is_image:  # workers slice its flat weights by this layout, without torch
-        layout = parameter_shapes(pre.shape[0], action_space, model, network, head_hiddens)
+        body, n_feat = trunk(pre.net_shape, pre.is_image, model)
+        policy = QNetwork(body, n_feat, action_space, model, dueling=network == "dueling_q", hiddens=head_hiddens,
+                          mask=pre.mask)
+    if model.custom_model is None and dist_class is None and not pre.is_image:
+        # workers slice its flat weights by this layout, without torch
+        layout = parameter_shapes(pre.net_shape[0], action_space, model, network, head_hiddens)
         assert [(name, tuple(p.shape)) for name, p in policy.named_parameters()] == layout, \
             "volley.acting.parameter_shapes no longer describes this network"
+    if dist_class is not None:
+        _check_custom_dist(policy, pre, dist_class)
     return pre, policy
 
 
 def _custom_policy(pre: ObsPreprocessor, action_space: gym.Space, model: ModelConfig, network: NetworkKind,
-                   head_hiddens: Sequence[int], model_class: type) -> Policy:
+                   head_hiddens: Sequence[int], model_class: type, dist_class: type | None) -> Policy:
     """A custom model as an actor-critic (its outputs: the distribution's inputs) or as the body of
     a Q-network (its outputs: features, as many as the last of ``fcnet_hiddens``, RLlib's DQN rule)."""
     obs_space = model_observation_space(pre.space, pre)
     config = model_config_dict(model)
     kwargs = dict(model.custom_model_config)
     if network == "actor_critic":
-        num_outputs, _ = actor_critic_outputs(action_space)
+        num_outputs = (actor_critic_outputs(action_space)[0] if dist_class is None
+                       else required_outputs(dist_class, action_space, config))
         built = construct(model_class, obs_space, action_space, num_outputs, config, "default_model", kwargs)
-        actor_critic = ModelV2ActorCritic(built, pre, action_space)
+        actor_critic = ModelV2ActorCritic(built, pre, action_space, dist_class)
         with torch.no_grad():
             actor_critic.probe()  # a model whose outputs do not fit fails here, naming the shape expected
         return actor_critic
@@ -171,5 +213,37 @@ def _custom_policy(pre: ObsPreprocessor, action_space: gym.Space, model: ModelCo
     features = ModelV2Features(built, pre)
     with torch.no_grad():
         features.probe()
+    mask = None if pre.mask is None else ObsMask(pre.mask.mask, slice(None))  # the model reads the mask too
     return QNetwork(features, num_outputs, action_space, model, dueling=network == "dueling_q",
-                    hiddens=head_hiddens)
+                    hiddens=head_hiddens, mask=mask)
+
+
+def _check_custom_dist(policy: Policy, pre: ObsPreprocessor, dist_class: type) -> None:
+    """Build the custom action distribution on the outputs of two zero observations and take its
+    ``deterministic_sample()`` and their ``logp``: a ConfigError naming it if it fails on the
+    outputs it asked for, or if its actions do not have the flat layout of the action space."""
+    assert isinstance(policy, ActorCritic | ModelV2ActorCritic)
+    name, layout = dist_class.__name__, policy.layout
+    obs = torch.zeros((2, *pre.shape), dtype=torch.uint8 if pre.is_image else torch.float32)
+    training = policy.training
+    policy.eval()
+    try:
+        with torch.no_grad():
+            inputs = policy.outputs(obs)[0]
+            dist = policy.distribution_of(inputs)
+            actions = dist.mode()
+            logp = dist.log_prob(actions)
+    except ConfigError:
+        raise
+    except Exception as exc:
+        raise ConfigError(f"custom action dist {name} failed on the model's outputs of shape (2, {inputs.shape[1]}) "
+                          f"(its required_model_output_shape): {type(exc).__name__}: {exc}") from exc
+    finally:
+        policy.train(training)
+    want = (2,) if layout.kind == "discrete" else (2, layout.width)
+    if tuple(actions.shape) != want:
+        raise ConfigError(f"custom action dist {name}'s deterministic_sample() gave actions of shape "
+                          f"{tuple(actions.shape)}: {layout.space} takes {want} (the flat layout: docs/extending.md)")
+    if tuple(logp.shape) != (2,):
+        raise ConfigError(f"custom action dist {name}'s logp() returned shape {tuple(logp.shape)}: expected (2,), "
+                          "one log-probability per row")

@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Literal
 from volley.callbacks import callbacks_name
 from volley.coercion import coerce, type_name
 from volley.errors import ConfigError, did_you_mean, shown
-from volley.named import CUSTOM_MODELS, env_name
+from volley.named import CUSTOM_ACTION_DISTS, CUSTOM_MODELS, env_name
 from volley.rllib_compat import NOT_PASSED_TO_CUSTOM_MODELS, rllib_key
 from volley.rllib_keys import unset_deprecated
 from volley.schedules import Schedulable, check_schedulable
@@ -67,7 +67,7 @@ class ModelConfig:
         default=20, metadata={"help": "steps per training sequence of a recurrent network (use_lstm or a "
                               "recurrent custom model): the learner unrolls it from the state stored there"})
     lstm_use_prev_action: bool = field(
-        default=False, metadata={"help": "the LSTM also reads the previous action (one-hot for Discrete)"})
+        default=False, metadata={"help": "the LSTM also reads the previous action (one-hot for Discrete; a float Box's values)"})
     lstm_use_prev_reward: bool = field(
         default=False, metadata={"help": "the LSTM also reads the previous reward (the environment's)"})
     custom_model: str | None = field(
@@ -75,6 +75,10 @@ class ModelConfig:
                                 "ModelCatalog.register_custom_model; None: volley's own network"})
     custom_model_config: dict = field(
         default_factory=dict, metadata={"help": "keyword arguments of the custom model's constructor (JSON data)"})
+    custom_action_dist: str | None = field(
+        default=None, metadata={"help": "an ActionDistribution class (kept as 'module:QualName') or a name given "
+                                "to ModelCatalog.register_custom_action_dist, built on the outputs (PPO, PG, "
+                                "TRPO); None: volley's distribution for the action space"})
     rllib_model_keys: dict = field(
         default_factory=dict, metadata={"help": "RLlib's other model keys set beside a custom_model "
                                         "(conv_filters, post_fcnet_hiddens, ...): passed in its model_config"})
@@ -146,6 +150,9 @@ class AlgorithmConfig:
     atari_preprocessing: Literal["deepmind", "karpathy", "none"] = option(
         "deepmind", "environment", "ALE pixels: 'deepmind' 84x84 grayscale x4 frames, noop starts; "
         "'karpathy' Pong from Pixels (80x80 frame differences, 2 actions); 'none' raw frames")
+    action_mask_key: str = option(
+        "action_mask", "environment", "the key of a Dict observation that holds the action mask (0/1 per "
+        "logit): masked actions get probability 0 (PPO, PG, TRPO) and are never taken (DQN, Ape-X)")
     clip_actions: bool = option(True, "environment", "clip continuous actions to the action space bounds")
     normalize_actions: bool = option(
         False, "environment", "continuous actions: the policy acts in [-1, 1], rescaled to the action "
@@ -423,6 +430,8 @@ class AlgorithmConfig:
                 continue
             if key == "custom_model" and item is not None and not isinstance(item, str):
                 item = CUSTOM_MODELS.name_of(item)  # a class given directly (RLlib takes either)
+            if key == "custom_action_dist" and item is not None and not isinstance(item, str):
+                item = CUSTOM_ACTION_DISTS.name_of(item)
             if key in hints:
                 setattr(model, key, coerce(f"model.{key}", item, hints[key]))
             elif rllib is not None and custom and key not in NOT_PASSED_TO_CUSTOM_MODELS:
@@ -500,8 +509,8 @@ class AlgorithmConfig:
         for key in ("max_worker_restarts", "min_sample_timesteps_per_iteration", "min_time_s_per_iteration"):
             if getattr(self, key) < 0:
                 raise ConfigError(f"config key '{key}' must be >= 0, got {getattr(self, key)!r}")
-        if not 0.0 < self.gamma <= 1.0:
-            raise ConfigError(f"config key 'gamma' must be in (0, 1], got {self.gamma!r}")
+        if not 0.0 <= self.gamma <= 1.0:  # 0 too: RLlib's bandit-like examples (nested_action_spaces) set it
+            raise ConfigError(f"config key 'gamma' must be in [0, 1], got {self.gamma!r}")
         if not 0 <= self.seed < 2**31:  # seed + env index must fit every seeding API (torch, ALE)
             raise ConfigError(f"config key 'seed' must be in [0, 2**31), got {self.seed!r}")
         if self.num_gpus < 0:
@@ -510,15 +519,26 @@ class AlgorithmConfig:
         if self.lr_schedule is not None:
             check_schedulable("lr_schedule", self.lr_schedule)
         self.model.validate(self.algo_name, self.network)
-        custom = self.model.custom_model
-        if custom is not None and CUSTOM_MODELS.find(custom) is None:
-            raise ConfigError(CUSTOM_MODELS.missing(custom))
+        for registry, name in ((CUSTOM_MODELS, self.model.custom_model),
+                               (CUSTOM_ACTION_DISTS, self.model.custom_action_dist)):
+            if name is not None and registry.find(name) is None:
+                raise ConfigError(registry.missing(name))
         if self.mpi_mode == "allreduce" and self.engine != "mpi":
             raise ConfigError(f"mpi_mode='allreduce' needs engine='mpi', got engine={self.engine!r}")
         if self.clip_rewards is not None and self.clip_rewards is not True and not self.clip_rewards > 0:
             raise ConfigError(f"config key 'clip_rewards' must be True, a number > 0 or None, "
                               f"got {self.clip_rewards!r}")
         self._validate_evaluation()
+
+    def check_bounds(self, positive: Collection[str] = (), non_negative: Collection[str] = ()) -> None:
+        """A ConfigError naming the first key of ``positive`` that is not > 0, or of ``non_negative``
+        that is < 0."""
+        for key in positive:
+            if not getattr(self, key) > 0:
+                raise ConfigError(f"config key '{key}' must be > 0, got {getattr(self, key)!r}")
+        for key in non_negative:
+            if not getattr(self, key) >= 0:
+                raise ConfigError(f"config key '{key}' must be >= 0, got {getattr(self, key)!r}")
 
     def _validate_evaluation(self) -> None:
         if self.evaluation_interval is not None and self.evaluation_interval <= 0:

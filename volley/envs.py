@@ -20,6 +20,7 @@ import numpy as np
 
 from volley.errors import ConfigError, EnvError, VolleyError, did_you_mean
 from volley.named import ENVIRONMENTS
+from volley.spaces import action_layout
 
 EnvCreator = Callable[[dict], gym.Env]
 
@@ -215,6 +216,35 @@ def recreated_seed(seed: int, recreations: int) -> int:
     return int(np.random.SeedSequence([seed, recreations]).generate_state(1)[0])
 
 
+class ActionMasksObservation(gym.ObservationWrapper):
+    """sb3-contrib's masking protocol as RLlib's: an environment with an ``action_masks()`` method (what
+    MaskablePPO calls) observes ``{key: its mask, "observations": its observation}``, so the mask
+    reaches the network where a Dict observation's ``action_mask_key`` does. The mask is read after
+    every reset and step, for the observation that comes with it."""
+
+    def __init__(self, env: gym.Env, key: str, name: str) -> None:
+        super().__init__(env)
+        self.key, self.name = key, name
+        self.width = action_layout(env.action_space).mask_width()
+        self.observation_space = gym.spaces.Dict({key: gym.spaces.MultiBinary(self.width),
+                                                  "observations": env.observation_space})
+
+    def observation(self, observation: Any) -> dict[str, Any]:
+        mask = np.asarray(self.env.get_wrapper_attr("action_masks")())
+        if mask.shape != (self.width,) or mask.dtype.kind not in "biuf":
+            raise EnvError(f"environment '{self.name}'.action_masks() returned {mask.dtype} of shape {mask.shape}: "
+                           f"the mask of {self.env.action_space} holds {self.width} True/False (or 1/0) values")
+        return {self.key: mask.astype(np.int8), "observations": observation}
+
+
+def with_action_masks(make: Callable[[], gym.Env], key: str, name: str) -> Callable[[], gym.Env]:
+    """``make``, its environment wrapped in :class:`ActionMasksObservation` where it has ``action_masks()``."""
+    def made() -> gym.Env:
+        env = make()
+        return ActionMasksObservation(env, key, name) if env.has_wrapper_attr("action_masks") else env
+    return made
+
+
 class GuardedEnv(gym.Wrapper):
     """One sub-environment of a :class:`GuardedVectorEnv` that keeps its exceptions in.
 
@@ -236,6 +266,8 @@ class GuardedEnv(gym.Wrapper):
     def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict]:
         try:
             return self.env.step(action)
+        except VolleyError:  # volley's own check of what the environment gave (an action mask): bad input
+            raise
         except Exception as exc:
             self.error = ("step", exc)
             return self.observation_space.sample(), 0.0, False, False, {ERROR_INFO: True}
@@ -248,6 +280,8 @@ class GuardedEnv(gym.Wrapper):
         self._fresh = False
         try:
             return self.env.reset(seed=seed, options=options)
+        except VolleyError:
+            raise
         except Exception as exc:
             self.error = ("reset", exc)
             return self.observation_space.sample(), {ERROR_INFO: True}
@@ -364,7 +398,8 @@ def guarded_envs(vec: gym.vector.VectorEnv) -> list[GuardedEnv] | None:
 
 def make_vector_env(env: str, num_envs: int, *, env_config: dict | None = None,
                     creator: EnvCreator | None = None, atari_preprocessing: str = "deepmind",
-                    render_mode: str | None = None, vectorize_mode: str = "auto") -> gym.vector.VectorEnv:
+                    render_mode: str | None = None, vectorize_mode: str = "auto",
+                    action_mask_key: str = "action_mask") -> gym.vector.VectorEnv:
     """``num_envs`` copies of ``env`` stepped as one vector (autoreset on the step after an end).
 
     ``creator`` is a registered creator passed along explicitly, because the
@@ -372,7 +407,8 @@ def make_vector_env(env: str, num_envs: int, *, env_config: dict | None = None,
     ``render_mode`` goes to Gymnasium ids (a creator chooses its own; ale-py's vector
     Atari does not render). ``vectorize_mode`` (the config key): ``"sync"`` steps copies one
     after another, ``"vector_entry_point"`` takes the environment's own vector, ``"auto"``
-    the latter where there is one; ALE pixel ids always take ale-py's.
+    the latter where there is one; ALE pixel ids always take ale-py's. An environment with
+    sb3-contrib's ``action_masks()`` observes its mask under ``action_mask_key`` (:class:`ActionMasksObservation`).
     """
     env_config = dict(env_config or {})
     creator = creator or registered_creator(env)
@@ -380,7 +416,8 @@ def make_vector_env(env: str, num_envs: int, *, env_config: dict | None = None,
         raise ConfigError(f"vectorize_mode='vector_entry_point' but environment '{env}' is made by a "
                           "creator function, which has no vector of its own; use 'sync'")
     if creator is not None:
-        return _guarded_vector(_checked_creator(env, creator, env_config), num_envs)
+        return _guarded_vector(with_action_masks(_checked_creator(env, creator, env_config), action_mask_key, env),
+                               num_envs)
     check_env_id(env)
     spec = gym.registry[env]
     render: dict[str, Any] = {"render_mode": render_mode} if render_mode is not None else {}
@@ -397,7 +434,8 @@ def make_vector_env(env: str, num_envs: int, *, env_config: dict | None = None,
             raise ConfigError(f"vectorize_mode='vector_entry_point' but environment '{env}' has no vector "
                               "entry point; use 'sync'")
         if spec.vector_entry_point is None or vectorize_mode == "sync":
-            return _guarded_vector(lambda: gym.make(env, **render, **env_config), num_envs)
+            return _guarded_vector(with_action_masks(lambda: gym.make(env, **render, **env_config), action_mask_key,
+                                                     env), num_envs)
         return gym.make_vec(env, num_envs=num_envs, vectorization_mode="vector_entry_point", **render,
                             **env_config)
     except VolleyError:
@@ -407,12 +445,16 @@ def make_vector_env(env: str, num_envs: int, *, env_config: dict | None = None,
         raise EnvError(f"environment '{env}' failed to build{given}: {type(exc).__name__}: {exc}") from exc
 
 
-def env_actions(actions: np.ndarray, space: gym.Space, normalize: bool, clip: bool) -> np.ndarray:
-    """What the environment receives for the policy's actions ``[N, ...]``: continuous ones
-    rescaled from [-1, 1] to the space's bounds with ``normalize`` (RLlib's normalize_actions),
-    else clipped to them with ``clip``; discrete ones as they are."""
-    if not isinstance(space, gym.spaces.Box):
-        return actions
+def env_actions(actions: np.ndarray, space: gym.Space, normalize: bool, clip: bool) -> Any:
+    """What the environment receives for the policy's actions ``[N, ...]`` (the flat layout of
+    :mod:`volley.spaces`): continuous ones rescaled from [-1, 1] to the space's bounds with
+    ``normalize`` (RLlib's normalize_actions), else clipped to them with ``clip``; discrete ones as
+    they are (plus the space's ``start``); a Tuple or Dict space's as one structured action per
+    environment (:meth:`volley.spaces.ActionLayout.to_env`)."""
+    if isinstance(space, gym.spaces.Discrete):
+        return actions + space.start if space.start else actions
+    if not (isinstance(space, gym.spaces.Box) and len(space.shape) == 1 and space.dtype.kind == "f"):
+        return action_layout(space).to_env(actions, normalize, clip)
     if normalize:
         unit = np.clip(actions, -1.0, 1.0)
         return (space.low + (unit + 1.0) * 0.5 * (space.high - space.low)).astype(space.dtype)
@@ -421,10 +463,8 @@ def env_actions(actions: np.ndarray, space: gym.Space, normalize: bool, clip: bo
 
 
 def check_normalizable(space: gym.Space, env: str) -> None:
-    """A ConfigError unless ``normalize_actions`` can rescale ``space`` (finite bounds)."""
-    if isinstance(space, gym.spaces.Box) and not (np.isfinite(space.low).all() and np.isfinite(space.high).all()):
-        raise ConfigError(f"normalize_actions=True needs finite action bounds, but environment '{env}' "
-                          f"has {space}; set normalize_actions=False")
+    """A ConfigError unless ``normalize_actions`` can rescale ``space``'s float Boxes (finite bounds)."""
+    action_layout(space).check_normalizable(env)
 
 
 def reset_seeded(vec: gym.vector.VectorEnv, seeds: list[int]) -> Any:

@@ -2,8 +2,10 @@
 
 One :class:`ActorCritic` serves every on-policy algorithm: an MLP for vector
 observations (separate or shared policy and value bodies) or the Nature CNN for
-images, with a categorical head for ``Discrete`` actions and a diagonal Gaussian
-with a state-independent log-std for ``Box`` actions. A :class:`QNetwork` (DQN)
+images, with the inputs of the action space's distribution as its outputs
+(:mod:`volley.distributions`: a categorical for ``Discrete`` actions, a diagonal Gaussian
+with a state-independent log-std for ``Box`` actions, a product of parts for the others),
+masked where the observation carries an action mask. A :class:`QNetwork` (DQN)
 puts Q-values on the same bodies (or on a custom model's features) and acts ε-greedily.
 Both are a :class:`Policy`, the one interface workers act with (:meth:`Policy.act`) and
 learners train, as is a user's custom model (:mod:`volley.modelv2`); :mod:`volley.catalog`
@@ -30,91 +32,33 @@ from torch import nn
 from volley.acting import (
     Acting,
     Head,
+    ObsMask,
     Previous,
     RandomStreams,
     State,
     Twin,
+    action_head,
     actor_critic_twin,
-    categorical_head,
     epsilon_greedy_head,
-    gaussian_head,
     policy_outputs,
     q_network_twin,
     q_outputs,
 )
 from volley.config import ModelConfig
+from volley.distributions import (
+    Categorical as Categorical,  # learning's distributions, kept here by name
+)
+from volley.distributions import (
+    CustomDistribution,
+    Distribution,
+    EpsilonGreedy,
+    action_distribution,
+    custom_head,
+    masked,
+)
+from volley.distributions import DiagGaussian as DiagGaussian
 from volley.errors import VolleyError
-
-
-class Categorical:
-    """Distribution over ``Discrete`` actions from logits ``[B, n]``."""
-
-    def __init__(self, logits: torch.Tensor) -> None:
-        # what it was built from (the log-probabilities are not): Categorical(*inputs) is this one
-        self.inputs = (logits,)
-        self.logits = logits.log_softmax(dim=-1)
-
-    def log_prob(self, actions: torch.Tensor) -> torch.Tensor:
-        return self.logits.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
-
-    def entropy(self) -> torch.Tensor:
-        return -(self.logits.exp() * self.logits).sum(-1)
-
-    def mode(self) -> torch.Tensor:
-        return self.logits.argmax(-1)
-
-    def kl(self, other: Categorical) -> torch.Tensor:
-        return (self.logits.exp() * (self.logits - other.logits)).sum(-1)
-
-
-class EpsilonGreedy(Categorical):
-    """A Q-network's behaviour policy: a uniformly random action with probability ε, else
-    the greedy one.
-
-    It is the categorical distribution with probabilities ``ε/n + (1 - ε)·[a = argmax Q]``,
-    (workers draw from it in numpy: ``volley.acting.epsilon_greedy_head``); its mode is the
-    greedy action at every ε.
-    """
-
-    def __init__(self, q_values: torch.Tensor, epsilon: float) -> None:
-        self.greedy = q_values.argmax(-1)
-        n = q_values.shape[-1]
-        probs = epsilon / n + (1 - epsilon) * nn.functional.one_hot(self.greedy, n).to(q_values.dtype)
-        super().__init__(probs.clamp_min(torch.finfo(probs.dtype).tiny).log())  # finite at ε = 0
-
-    def mode(self) -> torch.Tensor:
-        return self.greedy
-
-
-class DiagGaussian:
-    """Independent normal per action dimension; mean ``[B, d]`` and log-std ``[d]``."""
-
-    def __init__(self, mean: torch.Tensor, log_std: torch.Tensor) -> None:
-        self.mean = mean
-        self.log_std = log_std.expand_as(mean)
-
-    @property
-    def inputs(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """What it was built from: ``DiagGaussian(*inputs)`` is the same distribution."""
-        return self.mean, self.log_std
-
-    def log_prob(self, actions: torch.Tensor) -> torch.Tensor:
-        z = (actions - self.mean) / self.log_std.exp()
-        return (-0.5 * z**2 - self.log_std - 0.5 * np.log(2 * np.pi)).sum(-1)
-
-    def entropy(self) -> torch.Tensor:
-        return (self.log_std + 0.5 * np.log(2 * np.pi * np.e)).sum(-1)
-
-    def mode(self) -> torch.Tensor:
-        return self.mean
-
-    def kl(self, other: DiagGaussian) -> torch.Tensor:
-        var, other_var = (2 * self.log_std).exp(), (2 * other.log_std).exp()
-        return (other.log_std - self.log_std
-                + (var + (self.mean - other.mean) ** 2) / (2 * other_var) - 0.5).sum(-1)
-
-
-Distribution = Categorical | DiagGaussian
+from volley.spaces import action_layout
 
 # a batch's previous actions and rewards, for a recurrent network that reads them (acting.Previous)
 TorchPrevious = tuple[torch.Tensor, torch.Tensor] | None
@@ -345,20 +289,38 @@ class ActorCriticPolicy(Policy):
         raise NotImplementedError
 
 
+def split_mask(obs: torch.Tensor, mask: ObsMask | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The columns of flat observations ``[B, n]`` a network reads, and their action mask (None without one)."""
+    if mask is None:
+        return obs, None
+    net = mask.net if isinstance(mask.net, slice) else torch.as_tensor(mask.net, device=obs.device)
+    return obs[:, net], obs[:, mask.mask]
+
+
 class ActorCritic(ActorCriticPolicy):
-    """volley's own policy and value function over one observation encoding (MLP or Nature CNN)."""
+    """volley's own policy and value function over one observation encoding (MLP or Nature CNN).
+
+    Its policy head outputs the inputs of the action space's distribution (:mod:`volley.spaces`:
+    logits, and for float Boxes the means beside a learned state-independent log-std), or with
+    ``custom_dist`` (a custom action distribution class and its ``required_model_output_shape``)
+    that many inputs of the user's distribution. With ``mask`` (an action mask among the
+    observation's columns) the network reads the other columns and its logits are masked."""
 
     def __init__(self, obs_shape: tuple[int, ...], is_image: bool, action_space: gym.Space,
-                 model: ModelConfig) -> None:
+                 model: ModelConfig, mask: ObsMask | None = None,
+                 custom_dist: tuple[type, int] | None = None) -> None:
         super().__init__()
-        n_out, self.continuous = policy_outputs(action_space)
+        self.layout = action_layout(action_space)
+        self.mask = mask
+        self.custom_dist = custom_dist
+        n_out, n_log_std = policy_outputs(action_space) if custom_dist is None else (custom_dist[1], 0)
         self.activation = model.fcnet_activation
         self.pi_body, n_feat = trunk(obs_shape, is_image, model)
         self.vf_body = None if is_image or model.vf_share_layers else trunk(obs_shape, False, model)[0]
         n_feat = self.add_memory(n_feat, action_space, model)
         self.pi_head = _layer(n_feat, n_out, 0.01)
         self.vf_head = _layer(n_feat, 1, 1.0)
-        self.log_std = nn.Parameter(torch.full((n_out,), model.log_std_init)) if self.continuous else None
+        self.log_std = nn.Parameter(torch.full((n_log_std,), model.log_std_init)) if n_log_std else None
 
     def add_memory(self, n_feat: int, action_space: gym.Space, model: ModelConfig) -> int:
         """Layers between the bodies and the heads (a recurrent network's LSTM); the width the heads
@@ -369,31 +331,43 @@ class ActorCritic(ActorCriticPolicy):
                 seq_lens: torch.Tensor | None = None, prev: TorchPrevious = None
                 ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
         """Logits (or the Gaussian's mean) and values; feed-forward, so no state."""
-        features = self.pi_body(obs)
-        value_features = features if self.vf_body is None else self.vf_body(obs)
-        return self.pi_head(features), self.vf_head(value_features).squeeze(-1), []
+        net, mask = split_mask(obs, self.mask)
+        features = self.pi_body(net)
+        value_features = features if self.vf_body is None else self.vf_body(net)
+        return self.policy_head(features, mask), self.vf_head(value_features).squeeze(-1), []
 
     def distribution(self, obs: torch.Tensor, state: Sequence[torch.Tensor] = (),
                      seq_lens: torch.Tensor | None = None, prev: TorchPrevious = None) -> Distribution:
         """The action distribution alone: what a policy step reads (TRPO's, PG's), without the
         value network's forward pass over the whole batch."""
-        return self.distribution_of(self.pi_head(self.pi_body(obs)))
+        net, mask = split_mask(obs, self.mask)
+        return self.distribution_of(self.policy_head(self.pi_body(net), mask))
+
+    def policy_head(self, features: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """The distribution's inputs from the policy's features, the logits ``mask`` forbids masked."""
+        logits = self.pi_head(features)
+        return logits if mask is None else masked(logits, mask)
 
     def value(self, obs: torch.Tensor, state: Sequence[torch.Tensor] = (),
               seq_lens: torch.Tensor | None = None, prev: TorchPrevious = None) -> torch.Tensor:
         """The values ``[B]`` alone: what a value-function fit reads, without the policy's."""
-        return self.vf_head(self.pi_body(obs) if self.vf_body is None else self.vf_body(obs)).squeeze(-1)
+        net = split_mask(obs, self.mask)[0]
+        return self.vf_head(self.pi_body(net) if self.vf_body is None else self.vf_body(net)).squeeze(-1)
 
     def distribution_of(self, dist_inputs: torch.Tensor) -> Distribution:
-        return Categorical(dist_inputs) if self.log_std is None else DiagGaussian(dist_inputs, self.log_std)
+        if self.custom_dist is not None:
+            return CustomDistribution(self.custom_dist[0], dist_inputs, self, self.layout)
+        return action_distribution(self.layout, dist_inputs, self.log_std)
 
     def numpy_twin(self) -> Twin | None:
-        if not isinstance(self.pi_body, nn.Sequential):  # the CNN acts in torch
-            return None
-        return actor_critic_twin(named_arrays(self), self.activation)
+        if not isinstance(self.pi_body, nn.Sequential) or self.custom_dist is not None:
+            return None  # the CNN, and a custom distribution's draws, act in torch
+        return actor_critic_twin(named_arrays(self), self.activation, self.layout.space, self.mask)
 
     def numpy_head(self) -> Head:
-        return categorical_head() if self.log_std is None else gaussian_head(self.log_std.detach().cpu().numpy())
+        if self.custom_dist is not None:
+            return custom_head(self.custom_dist[0], self, self.layout, self.pi_head.weight.device)
+        return action_head(self.layout, None if self.log_std is None else self.log_std.detach().cpu().numpy())
 
     def policy_parameters(self) -> list[nn.Parameter]:
         params = [*self.pi_body.parameters(), *self.pi_head.parameters()]
@@ -414,11 +388,14 @@ class QNetwork(Policy):
     """
 
     def __init__(self, body: nn.Module, n_feat: int, action_space: gym.Space, model: ModelConfig,
-                 dueling: bool, hiddens: Sequence[int] = ()) -> None:
+                 dueling: bool, hiddens: Sequence[int] = (), mask: ObsMask | None = None) -> None:
         """``body`` turns observations into ``n_feat`` features: :func:`trunk`'s MLP or CNN, or a
-        custom model (:mod:`volley.modelv2`)."""
+        custom model (:mod:`volley.modelv2`). With ``mask``, the body reads the observation's
+        columns ``mask.net`` and the Q-values of the actions the mask forbids are the dtype's minimum:
+        never the greedy choice, never ε's draw, never the target's max."""
         super().__init__()
         n_actions = q_outputs(action_space)
+        self.mask = mask
         self.activation = model.fcnet_activation
         self.body = body
         # hidden layers on the body (RLlib's DQN hiddens); empty by default, so holding no weights
@@ -430,11 +407,12 @@ class QNetwork(Policy):
 
     def q_values(self, obs: torch.Tensor) -> torch.Tensor:
         """Q-values ``[B, n]`` for observations ``[B, *obs_shape]``."""
-        features = self.hidden(self.body(obs))
-        out = self.q_head(features)
-        if self.value_head is None:
-            return out
-        return self.value_head(features) + out - out.mean(-1, keepdim=True)
+        net, mask = split_mask(obs, self.mask)
+        features = self.hidden(self.body(net))
+        q = self.q_head(features)
+        if self.value_head is not None:
+            q = self.value_head(features) + q - q.mean(-1, keepdim=True)
+        return q if mask is None else masked(q, mask)
 
     def outputs(self, obs: torch.Tensor, state: Sequence[torch.Tensor] = (),
                 seq_lens: torch.Tensor | None = None, prev: TorchPrevious = None
@@ -450,10 +428,10 @@ class QNetwork(Policy):
     def numpy_twin(self) -> Twin | None:
         if not isinstance(self.body, nn.Sequential):  # the CNN and custom bodies act in torch
             return None
-        return q_network_twin(named_arrays(self), self.activation)
+        return q_network_twin(named_arrays(self), self.activation, self.mask)
 
     def numpy_head(self) -> Head:
-        return epsilon_greedy_head(self.epsilon.item())
+        return epsilon_greedy_head(self.epsilon.item(), masked=self.mask is not None)
 
     def q_parameters(self) -> list[nn.Parameter]:
         """Everything the optimizer trains: all parameters but ε."""

@@ -11,8 +11,9 @@ in their own shape) and ``input_dict["obs_flat"]`` the flat one.
 
 volley puts such a model behind its one network interface (:class:`volley.models.Policy`):
 :class:`ModelV2ActorCritic` for PPO, PG and TRPO (the outputs are the action distribution's
-inputs: a logit per action of a ``Discrete`` space, the means then the log-stds of a
-``Box``), and :class:`ModelV2Features` as the body of DQN's Q-network (the outputs are
+inputs, RLlib's sizes: logits, a float ``Box``'s means then log-stds, leaf after leaf of a
+composite space, see :mod:`volley.spaces`; or a custom action distribution's inputs), and
+:class:`ModelV2Features` as the body of DQN's Q-network (the outputs are
 features, under volley's Q head, as RLlib's DQN puts its own head on a custom model).
 :class:`FullyConnectedNetwork` is RLlib's built-in MLP, which custom models often wrap.
 :mod:`volley.catalog` builds them; they act in torch, one forward pass per step for a
@@ -30,10 +31,18 @@ import numpy as np
 import torch
 from torch import nn
 
-from volley.acting import Head, ObsPreprocessor, State, categorical_head, flat_size, gaussian_head
+from volley.acting import Head, ObsMask, ObsPreprocessor, State, action_head, flat_size
+from volley.distributions import (
+    CustomDistribution,
+    Distribution,
+    action_distribution,
+    custom_head,
+    masked,
+)
 from volley.errors import ConfigError
-from volley.models import ActorCriticPolicy, Categorical, DiagGaussian, Distribution, TorchPrevious
+from volley.models import ActorCriticPolicy, TorchPrevious
 from volley.recurrent import zero_previous
+from volley.spaces import action_layout
 
 # RLlib's defaults (2.9, MODEL_DEFAULTS) of the model keys a custom model may read; its
 # model_config is these, then volley's model keys, then what the user set
@@ -305,14 +314,10 @@ class FullyConnectedNetwork(TorchModelV2, nn.Module):
 
 def actor_critic_outputs(action_space: gym.Space) -> tuple[int, str]:
     """``num_outputs`` of a custom actor-critic model for ``action_space``, as RLlib's catalog
-    sizes it, and what they are (for error messages)."""
-    if isinstance(action_space, gym.spaces.Discrete):
-        return int(action_space.n), "one logit per action"
-    if isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1:
-        dim = int(action_space.shape[0])
-        return 2 * dim, f"a Gaussian's {dim} means, then its {dim} log-stds"
-    raise ConfigError(f"action space {action_space} is not supported: volley takes Discrete or a "
-                      "one-dimensional Box")
+    sizes it (:mod:`volley.spaces`: logits, a float Box's means then log-stds), and what they are
+    (for error messages); a ConfigError naming a space volley cannot take."""
+    layout = action_layout(action_space)
+    return layout.inputs(log_stds=True).width, layout.describe_inputs(log_stds=True)
 
 
 class _ModelV2Input(nn.Module):
@@ -370,10 +375,18 @@ class ModelV2ActorCritic(_ModelV2Input, ActorCriticPolicy):
     function's those only the values depend on (its own branch or head), as for volley's own
     network with a shared body."""
 
-    def __init__(self, model: TorchModelV2, preprocess: ObsPreprocessor, action_space: gym.Space) -> None:
+    def __init__(self, model: TorchModelV2, preprocess: ObsPreprocessor, action_space: gym.Space,
+                 custom_dist: type | None = None) -> None:
+        """``custom_dist``: a custom action distribution class built on the outputs (RLlib's
+        ``custom_action_dist``); None: volley's for the action space. An action mask among the
+        observation's columns (``preprocess.mask``) reaches the model with the rest of the
+        observation, as in RLlib, and masks its outputs (logits) here."""
         super().__init__(model, preprocess)
-        _, self.expected = actor_critic_outputs(action_space)
-        self.continuous = not isinstance(action_space, gym.spaces.Discrete)
+        self.layout = action_layout(action_space)
+        self.custom_dist = custom_dist
+        self.mask = None if preprocess.mask is None else ObsMask(preprocess.mask.mask, slice(None))
+        self.expected = (self.layout.describe_inputs(log_stds=True) if custom_dist is None else
+                         f"what custom action dist {custom_dist.__name__} requires (required_model_output_shape)")
         self._split: tuple[list[nn.Parameter], list[nn.Parameter]] | None = None
         self.recurrent = bool(model.get_initial_state())
         self.action_space = action_space
@@ -399,16 +412,19 @@ class ModelV2ActorCritic(_ModelV2Input, ActorCriticPolicy):
             shape = tuple(values.shape) if isinstance(values, torch.Tensor) else type(values).__name__
             raise ConfigError(f"custom model {self.name}'s value_function() returned shape {shape}: "
                               f"expected ({len(obs)},), one value per row (reshape it to [-1])")
+        if self.mask is not None:
+            outputs = masked(outputs, obs[:, self.mask.mask])
         return outputs, values, state_out
 
     def numpy_head(self) -> Head:
-        return gaussian_head(None) if self.continuous else categorical_head()
+        if self.custom_dist is not None:
+            return custom_head(self.custom_dist, self.model, self.layout, next(self.parameters()).device)
+        return action_head(self.layout, None)
 
     def distribution_of(self, dist_inputs: torch.Tensor) -> Distribution:
-        if self.continuous:
-            mean, log_std = dist_inputs.chunk(2, dim=-1)
-            return DiagGaussian(mean, log_std)
-        return Categorical(dist_inputs)
+        if self.custom_dist is not None:
+            return CustomDistribution(self.custom_dist, dist_inputs, self.model, self.layout)
+        return action_distribution(self.layout, dist_inputs, None)
 
     def distribution(self, obs: torch.Tensor, state: Sequence[torch.Tensor] = (),
                      seq_lens: torch.Tensor | None = None, prev: TorchPrevious = None) -> Distribution:

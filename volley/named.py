@@ -1,4 +1,5 @@
-"""Objects a config names by a string: environment classes and creators, custom model classes.
+"""Objects a config names by a string: environment classes and creators, custom model and action
+distribution classes.
 
 A config is data (JSON in every checkpoint), yet RLlib's configs also take objects: an
 environment class or creator function as ``env``, a model class as
@@ -108,6 +109,11 @@ ENVIRONMENTS = NamedObjects("environment", "env", "config.environment(env={obj})
 CUSTOM_MODELS = NamedObjects("custom model", "custom_model", "config.training(model={{'custom_model': {obj}}})",
                              "ModelCatalog.register_custom_model('{name}', {obj})",
                              lambda obj, _: isinstance(obj, type) and hasattr(obj, "value_function"))
+# a class with RLlib's action distribution methods; the catalog checks that it is an ActionDistribution
+CUSTOM_ACTION_DISTS = NamedObjects("custom action dist", "custom_action_dist",
+                                   "config.training(model={{'custom_action_dist': {obj}}})",
+                                   "ModelCatalog.register_custom_action_dist('{name}', {obj})",
+                                   lambda obj, _: isinstance(obj, type) and hasattr(obj, "required_model_output_shape"))
 
 
 def env_name(env: Any) -> str:

@@ -26,9 +26,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from volley.acting import State, Twin, lstm_actor_critic_twin, previous_width
+from volley.acting import ObsMask, State, Twin, lstm_actor_critic_twin, previous_width
 from volley.config import ModelConfig
-from volley.models import ActorCritic, Distribution, TorchPrevious, named_arrays
+from volley.distributions import Distribution
+from volley.models import ActorCritic, TorchPrevious, named_arrays, split_mask
 
 
 def lstm_layer(n_in: int, cell_size: int) -> nn.LSTM:
@@ -52,11 +53,14 @@ def zero_previous(action_space: gym.Space, n: int, device: torch.device | None =
 
 
 class LSTMActorCritic(ActorCritic):
-    """volley's actor-critic with an LSTM on each body (``model.use_lstm``)."""
+    """volley's actor-critic with an LSTM on each body (``model.use_lstm``): every action space,
+    action mask and custom action distribution :class:`~volley.models.ActorCritic` takes, the
+    mask's columns read by no body and applied to the logits after the LSTM."""
 
     def __init__(self, obs_shape: tuple[int, ...], is_image: bool, action_space: gym.Space,
-                 model: ModelConfig) -> None:
-        super().__init__(obs_shape, is_image, action_space, model)
+                 model: ModelConfig, mask: ObsMask | None = None,
+                 custom_dist: tuple[type, int] | None = None) -> None:
+        super().__init__(obs_shape, is_image, action_space, model, mask, custom_dist)
         self.action_space = action_space
 
     def add_memory(self, n_feat: int, action_space: gym.Space, model: ModelConfig) -> int:
@@ -109,32 +113,35 @@ class LSTMActorCritic(ActorCritic):
     def outputs(self, obs: torch.Tensor, state: Sequence[torch.Tensor] = (),
                 seq_lens: torch.Tensor | None = None, prev: TorchPrevious = None
                 ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
-        features, state_out = self._memory(self.pi_body, self.pi_lstm, obs, self._tower_state(obs, state, 0), prev)
+        net, mask = split_mask(obs, self.mask)
+        features, state_out = self._memory(self.pi_body, self.pi_lstm, net, self._tower_state(net, state, 0), prev)
         value_features = features
         if self.vf_lstm is not None:
             assert self.vf_body is not None
-            value_features, vf_state = self._memory(self.vf_body, self.vf_lstm, obs,
-                                                    self._tower_state(obs, state, 1), prev)
+            value_features, vf_state = self._memory(self.vf_body, self.vf_lstm, net,
+                                                    self._tower_state(net, state, 1), prev)
             state_out = [torch.stack(pair, dim=1) for pair in zip(state_out, vf_state, strict=True)]
-        return self.pi_head(features), self.vf_head(value_features).squeeze(-1), state_out
+        return self.policy_head(features, mask), self.vf_head(value_features).squeeze(-1), state_out
 
     def distribution(self, obs: torch.Tensor, state: Sequence[torch.Tensor] = (),
                      seq_lens: torch.Tensor | None = None, prev: TorchPrevious = None) -> Distribution:
-        features, _ = self._memory(self.pi_body, self.pi_lstm, obs, self._tower_state(obs, state, 0), prev)
-        return self.distribution_of(self.pi_head(features))
+        net, mask = split_mask(obs, self.mask)
+        features, _ = self._memory(self.pi_body, self.pi_lstm, net, self._tower_state(net, state, 0), prev)
+        return self.distribution_of(self.policy_head(features, mask))
 
     def value(self, obs: torch.Tensor, state: Sequence[torch.Tensor] = (),
               seq_lens: torch.Tensor | None = None, prev: TorchPrevious = None) -> torch.Tensor:
         if self.vf_lstm is None:
             return self.outputs(obs, state, seq_lens, prev)[1]
         assert self.vf_body is not None
-        features, _ = self._memory(self.vf_body, self.vf_lstm, obs, self._tower_state(obs, state, 1), prev)
+        net = split_mask(obs, self.mask)[0]
+        features, _ = self._memory(self.vf_body, self.vf_lstm, net, self._tower_state(net, state, 1), prev)
         return self.vf_head(features).squeeze(-1)
 
     def numpy_twin(self) -> Twin | None:
-        if not isinstance(self.pi_body, nn.Sequential):  # the CNN acts in torch
-            return None
-        return lstm_actor_critic_twin(named_arrays(self), self.activation, self.action_space,
+        if not isinstance(self.pi_body, nn.Sequential) or self.custom_dist is not None:
+            return None  # the CNN, and a custom distribution's draws, act in torch
+        return lstm_actor_critic_twin(named_arrays(self), self.activation, self.action_space, self.mask,
                                       bool(self.prev_action_width), self.prev_reward)
 
     def policy_parameters(self) -> list[nn.Parameter]:

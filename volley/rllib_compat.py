@@ -189,6 +189,8 @@ def as_model(key: str) -> Translate:
 # -- the table ----------------------------------------------------------------------------------
 
 DQN, APEX, PPO = ("dqn",), ("apex_dqn",), ("ppo",)
+IMPALA, APPO = ("impala", "appo"), ("appo",)  # IMPALA: both (APPOConfig extends IMPALAConfig)
+NO_AGGREGATORS = "the learner's own feeder thread concatenates the fragments into train batches"
 ONE_LEARNER = ("volley trains one learner, in this process; for data-parallel learners use "
                "engine='mpi' with mpi_mode='allreduce' (PPO, PG)")
 ONE_POLICY = "volley trains one policy on single-agent Gymnasium environments"
@@ -281,6 +283,8 @@ RLLIB_KEYS: list[RLlibKey] = [
     refused("_fake_gpus", ("resources",), "volley trains on a GPU only where torch sees one"),
     # learners()
     refused("num_learners", ("learners",), ONE_LEARNER, allowed=(0, 1), example=2),
+    refused("num_aggregator_actors_per_learner", ("learners",), NO_AGGREGATORS, allowed=(0,), example=2,
+            algorithms=IMPALA),
     renamed("num_gpus_per_learner", "num_gpus", "learners", example=0),
     translated("num_cpus_per_learner", ("learners",), num_cpus_per_learner, ("num_cpus_for_driver",),
                "`num_cpus_for_driver` ('auto': volley chooses)", example=1),
@@ -352,7 +356,7 @@ RLLIB_KEYS: list[RLlibKey] = [
     translated("exploration_config", ("exploration",), stochastic_sampling, (),
                "`type` `'StochasticSampling'` (sampling from the policy is what `explore` does); other "
                "types refused by name", example={"type": "StochasticSampling"},
-               algorithms=("ppo", "pg", "trpo")),
+               algorithms=("ppo", "pg", "trpo", *IMPALA)),
     # training(), every algorithm
     same("lr", "training", example=1e-3, note=": a number, or RLlib's schedule `[[timestep, lr], ...]`"),
     same("gamma", "training", example=0.95),
@@ -364,7 +368,8 @@ RLLIB_KEYS: list[RLlibKey] = [
     renamed("train_batch_size_per_learner", "minibatch_size", "training", algorithms=DQN, example=32,
             note=" (DQN's RLlib batch is the replay minibatch; volley's train_batch_size is the steps "
             "sampled per iteration)"),
-    renamed("train_batch_size_per_learner", "train_batch_size", "training", algorithms=("ppo", "pg", "trpo"),
+    renamed("train_batch_size_per_learner", "train_batch_size", "training",
+            algorithms=("ppo", "pg", "trpo", *IMPALA),
             example=1000),
     refused("grad_clip_by", ("training",), "volley clips the global gradient norm", allowed=("global_norm",),
             example="value"),
@@ -377,7 +382,7 @@ RLLIB_KEYS: list[RLlibKey] = [
     refused("learner_class", ("training",), "volley's algorithms are its own classes", allowed=(None,),
             example="cls"),
     # training(), PPO
-    same("kl_coeff", "training", example=0.3, note=" (volley's default 0.0 is no penalty; RLlib's is 0.2)"),
+    same("kl_coeff", "training", example=0.3, note=" (PPO: volley's default 0.0 is no penalty; RLlib's is 0.2)"),
     same("kl_target", "training", example=0.02),
     same("clip_param", "training", example=0.3),
     same("vf_clip_param", "training", example=10.0, note=" (volley's default None is no clipping; RLlib's "
@@ -385,6 +390,9 @@ RLLIB_KEYS: list[RLlibKey] = [
     same("vf_loss_coeff", "training", example=1.0),
     same("entropy_coeff", "training", example=0.01, note=": a number, or RLlib's schedule `[[timestep, weight], ...]`"),
     same("num_epochs", "training", example=5),
+    refused("minibatch_size", ("training",), "IMPALA and APPO take one update on each whole train batch "
+            "(num_epochs times); lower train_batch_size for smaller steps", allowed=(None,), example=128,
+            algorithms=IMPALA),
     same("minibatch_size", "training", example=128, unset=(None,), note=" (RLlib's None keeps volley's)"),
     translated("vf_share_layers", ("training",), lambda v: {"model": {"vf_share_layers": v}}, ("model",),
                "`model.vf_share_layers` (RLlib's old top-level PPO key)", example=True, algorithms=PPO),
@@ -438,6 +446,62 @@ RLLIB_KEYS: list[RLlibKey] = [
             example=8, algorithms=DQN),
     refused("adam_epsilon", ("training",), "volley's DQN uses Adam's default epsilon", allowed=(1e-8,),
             example=1e-4, algorithms=DQN),
+    # training(), IMPALA and APPO
+    same("vtrace", "training", example=False),
+    same("vtrace_clip_rho_threshold", "training", example=2.0),
+    same("vtrace_clip_pg_rho_threshold", "training", example=2.0),
+    accepted("vtrace_drop_last_ts", ("training",), "volley never drops a fragment's last step: it bootstraps "
+             "from the learner's value of the observation after it", example=True, algorithms=IMPALA),
+    same("broadcast_interval", "training", example=2),
+    same("max_requests_in_flight_per_sampler_worker", "training", example=1),
+    renamed("max_sample_requests_in_flight_per_worker", "max_requests_in_flight_per_sampler_worker", "training",
+            algorithms=IMPALA, example=1, note=" (RLlib 1.x's name)"),
+    same("minibatch_buffer_size", "training", example=4),
+    same("replay_proportion", "training", example=0.5),
+    same("replay_buffer_num_slots", "training", example=50),
+    same("learner_queue_size", "training", example=16),
+    accepted("learner_queue_timeout", ("training",), "volley's learner waits for its next batch as long as it "
+             "takes; a dead worker is replaced (fault_tolerance)", example=300, algorithms=IMPALA),
+    accepted("timeout_s_sampler_manager", ("training",), "volley takes each fragment the moment it is done",
+             example=0.0, algorithms=IMPALA),
+    refused("num_aggregation_workers", ("training",), NO_AGGREGATORS, allowed=(0,), example=2, algorithms=IMPALA),
+    accepted("max_requests_in_flight_per_aggregator_worker", ("training",), f"only used with aggregation "
+             f"workers, which volley refuses: {NO_AGGREGATORS}", example=2, algorithms=IMPALA),
+    accepted("timeout_s_aggregator_manager", ("training",), f"only used with aggregation workers, which volley "
+             f"refuses: {NO_AGGREGATORS}", example=0.0, algorithms=IMPALA),
+    accepted("num_gpu_loader_threads", ("training",), "the learner moves each train batch to its device itself",
+             example=8, algorithms=IMPALA),
+    accepted("num_multi_gpu_tower_stacks", ("training",), "volley's learner trains on one device", example=2,
+             algorithms=IMPALA),
+    same("opt_type", "training", example="rmsprop"),
+    same("decay", "training", example=0.9),
+    same("epsilon", "training", example=0.01, note=" (RMSProp's; DQN's RLlib epsilon is its ε schedule)"),
+    refused("momentum", ("training",), "volley's RMSProp has no momentum", allowed=(0, 0.0), example=0.9,
+            algorithms=IMPALA),
+    refused("_separate_vf_optimizer", ("training",), "one optimizer steps the policy and the value network",
+            allowed=(False,), algorithms=IMPALA),
+    accepted("_lr_vf", ("training",), "only used with _separate_vf_optimizer, which volley refuses",
+             example=5e-4, algorithms=IMPALA),
+    refused("after_train_step", ("training",), NO_CALLBACKS, allowed=(None,), example="fn", algorithms=IMPALA),
+    same("entropy_coeff_schedule", "training", example=[[0, 0.01], [10_000, 0.0]]),
+    same("use_kl_loss", "training", example=True),
+    same("target_network_update_freq", "training", example=4),
+    same("target_worker_clipping", "training", example=1.5),
+    refused("use_critic", ("training",), "APPO always learns a value function for V-trace", allowed=(True,),
+            example=False, algorithms=APPO),
+    refused("use_gae", ("training",), "APPO's advantages are V-trace's (vtrace=False: n-step returns)",
+            allowed=(True,), example=False, algorithms=APPO),
+    *[refused(name, ("training",), "V-trace's targets take c-bar = 1 (lambda 1)", allowed=(1.0,), example=0.95,
+              algorithms=APPO) for name in ("lambda_", "lambda")],
+    renamed("target_update_frequency", "target_network_update_freq", "training", algorithms=APPO, example=4,
+            note=" (RLlib's old name)"),
+    accepted("use_circular_buffer", ("training",), "volley's minibatch buffer trains each batch num_epochs "
+             "times, in turn with minibatch_buffer_size - 1 others", example=False, algorithms=APPO),
+    renamed("circular_buffer_num_batches", "minibatch_buffer_size", "training", algorithms=APPO, example=4,
+            note=" (RLlib draws from its circular buffer at random; volley trains the batches in turn)"),
+    renamed("circular_buffer_iterations_per_batch", "num_epochs", "training", algorithms=APPO, example=2),
+    accepted("simple_queue_size", ("training",), "only used with use_circular_buffer=False; volley's queue "
+             "is learner_queue_size", example=32, algorithms=APPO),
     # fault_tolerance()
     translated("ignore_worker_failures", ("fault_tolerance",),
                lambda v: {"on_worker_failure": "use_others"} if _flag("ignore_worker_failures", v) else {},
@@ -488,11 +552,12 @@ RLLIB_KEYS: list[RLlibKey] = [
     model_key("use_lstm", "an LSTM of `lstm_cell_size` between the MLP (or Nature CNN) and the heads, the "
               "value function's own unless `vf_share_layers`; trained on sequences of up to `max_seq_len` steps "
               "from the states the workers stored ([algorithms/ppo.md](algorithms/ppo.md)); PPO, PG and TRPO "
-              "(DQN and Ape-X refuse it)", example=True),
+              "(DQN, Ape-X, IMPALA and APPO refuse it); every action space, action mask and custom_action_dist "
+              "of the feed-forward network", example=True),
     model_key("lstm_cell_size", "the LSTM's hidden and cell size", example=64),
     model_key("max_seq_len", "the longest sequence the learner replays, for use_lstm and recurrent custom "
               "models", example=10),
-    model_key("lstm_use_prev_action", "the LSTM also reads the previous action (one-hot when Discrete)",
+    model_key("lstm_use_prev_action", "the LSTM also reads the previous action (one-hot when Discrete, a float Box's values; other spaces are refused)",
               example=True),
     model_key("lstm_use_prev_reward", "the LSTM also reads the environment's previous reward", example=True),
     refused("model.use_attention", ("model",), "volley's recurrent networks are LSTMs; use use_lstm=True "
@@ -521,8 +586,12 @@ RLLIB_KEYS: list[RLlibKey] = [
     translated("model.custom_model_config", ("model",), lambda v: {"model": {"custom_model_config": v}},
                ("model",), "`model.custom_model_config`: keyword arguments of the custom model's "
                "constructor (JSON data)", example={"size": 3}),
-    refused("model.custom_action_dist", ("model",), "volley's distributions are categorical and "
-            "diagonal Gaussian", allowed=(None,), example="dist"),
+    translated("model.custom_action_dist", ("model",), lambda v: {"model": {"custom_action_dist": v}}, ("model",),
+               "`model.custom_action_dist`: an `ActionDistribution` / `TorchDistributionWrapper` subclass (kept "
+               "as `'module:QualName'`) or a name given to `ModelCatalog.register_custom_action_dist`, built as "
+               "`cls(outputs, model)` on the model's `required_model_output_shape` outputs; PPO, PG and TRPO "
+               "learn with its `logp`, `entropy` and `kl`, workers act with its `sample()` "
+               "([extending.md](extending.md#custom-action-distributions))", example="my_dist"),
     refused("model.dim", ("model",), "ALE pixels are 84x84 with atari_preprocessing='deepmind'",
             allowed=(84,), example=42),
     refused("model.framestack", ("model",), "atari_preprocessing='deepmind' stacks 4 frames",
@@ -536,9 +605,9 @@ RLLIB_KEYS += [stored_as(entry, f"_{entry.name}") for entry in list(RLLIB_KEYS) 
     "module_to_env_connector", "learner_connector", "train_batch_size_per_learner")]
 
 # RLlib's model keys that change what volley builds around a custom model, so are never just passed
-# to it: refused as volley's own networks refuse them (use_lstm is a field: ModelConfig.validate
-# refuses it beside a custom model)
-NOT_PASSED_TO_CUSTOM_MODELS = ("use_attention", "custom_action_dist")
+# to it: refused as volley's own networks refuse them (use_lstm and custom_action_dist are fields:
+# ModelConfig.validate refuses use_lstm beside a custom model)
+NOT_PASSED_TO_CUSTOM_MODELS = ("use_attention",)
 
 
 def _passed_to_custom_models(entries: list[RLlibKey]) -> list[RLlibKey]:

@@ -312,7 +312,7 @@ def vectorize_mode(value: Any) -> dict[str, Any]:
     return {"vectorize_mode": mode}
 
 
-PPO, DQN = ("ppo",), ("dqn",)
+PPO, DQN, IMPALA = ("ppo",), ("dqn",), ("impala", "appo")
 LSTM_INIT = ("volley's LSTM is initialized orthogonally, biases zero (CleanRL's ppo_atari_lstm); its heads "
              "as the MLP's")
 TIMEOUT = "volley waits for its workers without a timeout; a dead one is replaced (fault_tolerance)"
@@ -332,9 +332,19 @@ DUMP_KEYS: list[RLlibKey] = [
              example=True, algorithms=DQN),
     refused("sample_async", ("rollouts",), "only volley's PPO samples while it learns (sample_async)",
             allowed=(False,), algorithms=("pg", "trpo", "dqn")),
-    at_default("action_mask_key", ("environment",), "volley has no action masking yet"),
+    accepted("sample_async", ("rollouts",), "IMPALA's and APPO's workers always sample while the learner "
+             "learns", example=True, algorithms=IMPALA),
+    at_default("shuffle_batch_per_epoch", ("training",), "IMPALA and APPO take one update on each whole "
+               "train batch", algorithms=IMPALA),
+    *[at_default(name, ("training",), "an internal switch of RLlib's IMPALA learners and data loaders",
+                 algorithms=IMPALA)
+      for name in ("_minibatch_size", "num_data_loader_buffers", "_env_runners_only", "_skip_learners")],
+    same("action_mask_key", "environment", example="valid_mask", note=": the key of a Dict observation holding "
+         "the action mask (0/1 per logit; the network reads the other keys, a custom model all of them): masked "
+         "actions get probability 0 in PPO, PG and TRPO and are never taken by DQN and Ape-X; an environment's "
+         "`action_masks()` method (sb3-contrib's) fills it too ([extending.md](extending.md#action-masking))"),
     at_default("max_requests_in_flight_per_env_runner", ("rollouts",), "volley's synchronous algorithms "
-               "send each worker one request at a time"),
+               "send each worker one request at a time", algorithms=("ppo", "pg", "trpo", "dqn", "apex_dqn")),
     *[accepted(name, groups, TIMEOUT, example=5.0) for groups, name in (
         (("fault_tolerance",), "env_runner_health_probe_timeout_s"),
         (("fault_tolerance",), "env_runner_restore_timeout_s"),

@@ -3,7 +3,9 @@
 Tune does the searching, scheduling and early stopping; this module only makes a
 volley run a trial::
 
-    from ray import tune
+    import ray
+import ray
+from ray import tune
     from volley.tune import trainable
 
     tuner = tune.Tuner(trainable("ppo"),
@@ -29,6 +31,7 @@ import contextlib
 from pathlib import Path
 from typing import Any, ClassVar
 
+import ray
 from ray import tune
 
 from volley.algorithm import Algorithm
@@ -38,9 +41,9 @@ from volley.config import AlgorithmConfig
 from volley.engines.ray_engine import as_trial, ship_by_value, trial_resources
 from volley.errors import ConfigError
 from volley.logging import ResultLogger
-from volley.named import CUSTOM_MODELS, ENVIRONMENTS
+from volley.named import CUSTOM_ACTION_DISTS, CUSTOM_MODELS, ENVIRONMENTS
 
-NAMED = {"env": ENVIRONMENTS, "custom_model": CUSTOM_MODELS}
+NAMED = {"env": ENVIRONMENTS, "custom_model": CUSTOM_MODELS, "custom_action_dist": CUSTOM_ACTION_DISTS}
 METRIC = "episode_reward_mean"
 
 
@@ -107,7 +110,8 @@ def trainable(algo: str | type[Algorithm] | AlgorithmConfig) -> type[VolleyTrain
     name = f"Volley{type(base).__name__.removesuffix('Config')}"
     callbacks = classes_named(base.callbacks_class)
     user_objects = {kind: dict(named.registered) for kind, named in NAMED.items()}
-    for kind, given in (("env", base.env), ("custom_model", base.model.custom_model)):
+    for kind, given in (("env", base.env), ("custom_model", base.model.custom_model),
+                        ("custom_action_dist", base.model.custom_action_dist)):
         found = NAMED[kind].find(given) if given is not None else None
         if given is not None and found is not None:
             user_objects[kind][given] = found
@@ -134,6 +138,9 @@ def register_rllib_names() -> None:
 
 
 register_rllib_names()
+# Tune's registry lives in the Ray session: a later one (ray.shutdown, then ray.init) gets the names
+# again through the hook Tune itself re-registers with
+ray._private.worker._post_init_hooks.append(register_rllib_names)
 
 
 def search_space(config_class: type[AlgorithmConfig], grid: list[tuple[str, list[Any]]],

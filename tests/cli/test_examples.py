@@ -90,3 +90,19 @@ def test_the_custom_dict_observation_model_trains_and_acts():
     lines = [line for line in out.stdout.splitlines() if line.startswith("iteration")]
     assert len(lines) == 2 and re.match(r"iteration 2: return [\d.]+, \d+ steps", lines[1]), lines
     assert re.search(r"^pole leaning right: action [01] \(1 pushes the cart right\)$", out.stdout, re.M)
+
+
+def test_multidiscrete_actions_learn_and_act_back_what_they_are_shown():
+    out = run_example("multidiscrete_actions.py", "--iters", "2", "--space", "nested")
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = re.findall(r"^iteration (\d): (\d+) steps, mean return (-?[\d.]+), entropy [\d.]+$", out.stdout, re.M)
+    assert [r[0] for r in rows] == ["1", "2"] and int(rows[1][1]) > int(rows[0][1]), out.stdout
+    assert re.search(r"^shown \{'a': \(\{'d': .*\nacted \{'a': \(\{'d': .*\nreward -?[\d.]+$", out.stdout, re.M | re.S)
+
+
+def test_action_masking_never_sends_an_illegal_action():
+    out = run_example("action_masking.py", "--iters", "2")  # the environment raises on an illegal one
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert re.search(r"^iteration 2: \d+ steps, mean return [\d.]+ of 20$", out.stdout, re.M), out.stdout
+    assert re.search(r"^greedy evaluation: mean return [\d.]+ over 10 episodes; \d+ training steps, no illegal "
+                     r"action taken$", out.stdout, re.M), out.stdout

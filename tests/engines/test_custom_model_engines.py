@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import threading
 
-import numpy as np
 import pytest
 from custom_models import load_example
 from ray import tune
+from reference import assert_samples_and_updates_equal
 from torch import nn
 
 from volley import ConfigError, ModelCatalog, PPOConfig, TorchModelV2
@@ -22,18 +22,7 @@ def dict_obs(engine: str, workers: int, **evaluation) -> PPOConfig:
 
 
 def test_a_dict_observation_model_samples_on_ray_workers_as_on_the_local_reference(ray_session):
-    local, remote = dict_obs("local", 2).build(), dict_obs("ray", 2, evaluation_num_workers=0).build()
-    try:
-        for _ in range(2):  # the second batch after an update: the weights each engine ships
-            a, b = local.sample(), remote.sample()
-            for key in a:
-                np.testing.assert_array_equal(a[key], b[key], err_msg=key)
-            local.update(a)
-            remote.update(b)
-        np.testing.assert_array_equal(local.policy.get_flat_weights(), remote.policy.get_flat_weights())
-    finally:
-        local.stop()
-        remote.stop()
+    assert_samples_and_updates_equal(dict_obs("local", 2).build(), dict_obs("ray", 2, evaluation_num_workers=0).build())
 
 
 def test_evaluation_workers_act_with_the_custom_model(ray_session):

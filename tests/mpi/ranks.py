@@ -22,6 +22,10 @@
                           sequences and stored states too) and trains 2 iterations in gather mode,
                           then 2 in allreduce mode; prints how far the weights moved and the
                           largest difference between the replicas
+    masked                examples/action_masking.py's environment (it raises on a masked action)
+                          through RLlib's Dict observation and sb3-contrib's action_masks(), PPO in
+                          gather mode, then examples/multidiscrete_actions.py's MultiDiscrete
+                          actions; rank 0 prints what it gathered
 
 Each is written the way a user's script is: install the rank hooks first, then build on
 every rank; rank 0 (``algo.is_driver``) trains and the others serve it.
@@ -206,6 +210,37 @@ def lstm(out: str) -> None:
         train_twice(lstm_ppo(mode), f"lstm {mode}", out if mode == "gather" else None)
 
 
+def example(name: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).parents[2] / "examples" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def masked() -> None:
+    """Every rank registers the examples' environments, as a script does; rank 0 checks that each
+    gathered action is one its observation's mask allows (the mask's columns come first)."""
+    masking, multidiscrete = example("action_masking"), example("multidiscrete_actions")
+    configs = {"rllib": masking.config("ppo"), "sb3": masking.config("ppo", sb3=True),
+               "multidiscrete": multidiscrete.config("multidiscrete", 0)}
+    for name, config in configs.items():
+        config = (config.rollouts(num_workers="auto", num_envs_per_worker=2).resources(engine="mpi")
+                  .training(train_batch_size=400, minibatch_size=100))
+        with config.build() as algo:
+            if not algo.is_driver:
+                algo.serve_forever()
+                continue
+            batch = algo.sample()
+            algo.train()
+            actions, obs = batch["actions"], batch["obs"]
+            allowed = obs[np.arange(len(obs)), actions] if name != "multidiscrete" else np.ones(len(obs))
+            print(f"masked {name} rows {len(obs)} actions {actions.shape} allowed {int(allowed.sum())} "
+                  f"iterations {algo.iteration}", flush=True)
+
+
 def train_on_rank_1() -> None:
     with ppo().build() as algo:
         algo.train()
@@ -218,4 +253,4 @@ if __name__ == "__main__":
      "resume_allreduce": resume_allreduce,
      "train_on_rank_1": train_on_rank_1, "callbacks": callbacks,
      "callback_fails_on_rank_1": callback_fails_on_rank_1, "custom_model": custom_model,
-     "lstm": lstm}[sys.argv[1]](*sys.argv[2:])
+     "lstm": lstm, "masked": masked}[sys.argv[1]](*sys.argv[2:])

@@ -214,3 +214,18 @@ def test_an_lstm_policy_carries_and_resets_its_state_on_every_rank_in_both_modes
     for words in lines.values():
         assert float(words[3]) > 1e-4
     assert lines["allreduce"][5:] == ["0.0", "replicas", "2"]
+
+
+def test_masked_and_multidiscrete_actions_gather_on_two_ranks():
+    """Each rank's environment raises on a masked action (RLlib's Dict observation, sb3-contrib's
+    action_masks()), so a leak on either rank fails the job; rank 0 finds every gathered action
+    allowed by the mask gathered with it; MultiDiscrete actions gather as [rows, 4] columns."""
+    out = mpiexec("masked")
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = {line.split()[1]: line.split() for line in out.stdout.splitlines() if line.startswith("masked")}
+    assert sorted(lines) == ["multidiscrete", "rllib", "sb3"]
+    for name in ("rllib", "sb3"):
+        words = lines[name]
+        assert int(words[3]) >= 380 and words[5] == f"({words[3]},)" and words[7] == words[3], words
+    assert lines["multidiscrete"][5:7] == [f"({lines['multidiscrete'][3]},", "4)"]
+    assert all(words[-1] == "1" for words in lines.values())

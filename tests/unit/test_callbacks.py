@@ -40,6 +40,7 @@ class CountingEnv(gym.Env):
         self.offset, self.k, self.t = 0, -1, 0
         # (episode, step) at which the env of seed 0 raises, once
         self.fail_at = tuple(config["fail_at"]) if "fail_at" in config else None
+        self.truncate = config.get("truncate", False)  # episodes end truncated, not terminated
 
     def _obs(self) -> np.ndarray:
         return np.array([self.t, self.k], np.float32)
@@ -55,7 +56,8 @@ class CountingEnv(gym.Env):
         if self.fail_at == (self.k, self.t) and self.offset == 0:
             self.fail_at = None
             raise RuntimeError("flaky")
-        return self._obs(), float(action), self.t >= 2 + (self.offset + self.k) % 6, False, {"t": self.t}
+        ended = self.t >= 2 + (self.offset + self.k) % 6
+        return self._obs(), float(action), ended and not self.truncate, ended and self.truncate, {"t": self.t}
 
 
 register_env("Counting", CountingEnv)
@@ -368,3 +370,34 @@ def test_summarize_leaves_nan_out_as_rllib_does():
     with pytest.raises(CallbackError, match=r"^custom metric 'a' is 'high': episode.custom_metrics holds numbers"):
         summarize([({"a": "high"}, {})])
 
+
+
+class Trajectories(DefaultCallbacks):
+    """Records each trajectory IMPALA's workers hand ``on_postprocess_trajectory``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.errors: list[str] = []
+        self.ended = 0
+
+    def on_postprocess_trajectory(self, *, worker, episode, postprocessed_batch, **kwargs):
+        obs, bootstrap = postprocessed_batch["obs"], postprocessed_batch["bootstrap"]
+        if not (np.all(np.diff(obs[:, 0]) == 1) and np.all(obs[:, 1] == obs[0, 1])):
+            self.errors.append(f"not one episode: {obs.tolist()}")
+        if episode.last_done_for():
+            self.ended += 1
+            if not (bootstrap[-1] and obs[-1, 0] == episode.length and bootstrap.sum() == 1):
+                self.errors.append(f"ended episode of {episode.length} steps: {obs.tolist()} {bootstrap.tolist()}")
+
+
+def test_impala_trajectories_end_on_the_bootstrap_row_of_a_truncated_episode():
+    """V-trace's workers add a row holding a truncated episode's final observation: the episode's
+    trajectory ends on it (and a running one on the row after the fragment)."""
+    from volley import IMPALAConfig
+    config = (IMPALAConfig().environment("Counting", env_config={"truncate": True}).resources(engine="local")
+              .rollouts(num_workers=1, num_envs_per_worker=3, rollout_fragment_length=10)
+              .training(train_batch_size=30, model={"fcnet_hiddens": [8]}).callbacks(Trajectories))
+    with config.build() as algo:
+        algo.train()
+        hooks = algo.workers.workers[0].hooks.callbacks
+        assert hooks.ended > 5 and not hooks.errors

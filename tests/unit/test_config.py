@@ -55,7 +55,7 @@ def test_literal_values_are_checked_with_suggestion():
 
 @pytest.mark.parametrize(("kwargs", "pattern"), [
     ({"num_workers": -1}, r"'num_workers' must be >= 0, got -1"),
-    ({"gamma": 1.5}, r"'gamma' must be in \(0, 1\], got 1.5"),
+    ({"gamma": 1.5}, r"'gamma' must be in \[0, 1\], got 1.5"),
     ({"minibatch_size": 4096, "train_batch_size": 1024}, r"minibatch_size=4096 is larger than train_batch_size=1024"),
     ({"lr_schedule": [[100, 1e-3], [0, 0.0]]}, r"lr_schedule"),
     ({"max_worker_restarts": -1}, r"'max_worker_restarts' must be >= 0, got -1"),

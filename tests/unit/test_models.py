@@ -29,8 +29,14 @@ def test_dict_and_tuple_observations_are_flattened_in_key_order():
 
 
 def test_unsupported_spaces_are_named():
-    with pytest.raises(VolleyError, match=r"action space MultiDiscrete\(\[2 3\]\) is not supported"):
-        build_policy(gym.spaces.Box(-1, 1, (3,)), gym.spaces.MultiDiscrete([2, 3]), ModelConfig())
+    with pytest.raises(VolleyError, match=r"^in Tuple\(.*\), the part \[1\]\['b'\]: action space Text\(1, 5, "
+                                          r"charset=\w+\) is not supported: volley's policies take Discrete, "
+                                          r"MultiDiscrete, MultiBinary, Box, and Tuple or Dict of these$"):
+        build_policy(gym.spaces.Box(-1, 1, (3,)), gym.spaces.Tuple(
+            (gym.spaces.Discrete(2), gym.spaces.Dict({"a": gym.spaces.Discrete(2), "b": gym.spaces.Text(5)}))),
+            ModelConfig())
+    with pytest.raises(VolleyError, match=r"action space MultiDiscrete\(\[2 3\]\) is not supported by Q-learning"):
+        build_policy(gym.spaces.Box(-1, 1, (3,)), gym.spaces.MultiDiscrete([2, 3]), ModelConfig(), "q")
     with pytest.raises(VolleyError, match=r"observation space Text\(.*\) is not supported"):
         build_policy(gym.spaces.Text(5), gym.spaces.Discrete(2), ModelConfig())
 

@@ -7,9 +7,12 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from action_spaces import load_example
+from custom_models import TorchRNNModel
 
 from volley import ApexDQNConfig, DQNConfig, PGConfig, PPOConfig, TRPOConfig, VolleyError
 from volley.acting import NumpyActor
+from volley.algorithm_configs import APPOConfig, IMPALAConfig
 from volley.catalog import build_policy
 from volley.config import ModelConfig
 from volley.errors import ConfigError
@@ -97,6 +100,20 @@ def test_compute_single_action_takes_and_returns_the_state_as_rllib_does():
     (lambda: PPOConfig().environment("StatelessCartPole-v1").resources(engine="local").training(
         minibatch_size=16, model={"use_lstm": True, "max_seq_len": 32}).build(),
      "minibatch_size=16 is smaller than model.max_seq_len=32: a recurrent policy's minibatches are whole sequences"),
+    # IMPALA's and APPO's learners train on fragments step by step: no sequences replayed from stored states
+    (lambda: IMPALAConfig().training(model={"use_lstm": True}).validate(),
+     "model.use_lstm=True is not supported by impala: its learner trains on fragments step by step, without "
+     "replaying sequences from stored states"),
+    (lambda: APPOConfig().training(model={"use_lstm": True}).validate(), "model.use_lstm=True is not supported by appo"),
+    (lambda: IMPALAConfig().environment("CartPole-v1").resources(engine="local").training(
+        model={"custom_model": TorchRNNModel}).build(),
+     "custom model 'custom_models:TorchRNNModel' is recurrent (get_initial_state() is not empty): impala's learner "
+     "trains on fragments step by step"),
+    # the previous action of a composite space: refused (a Discrete one-hot, a float Box's values)
+    (lambda: load_example("multidiscrete_actions").config("multidiscrete", 0).training(
+        model={"use_lstm": True, "lstm_use_prev_action": True}).build(),
+     "model.lstm_use_prev_action=True with action space MultiDiscrete([5 5 5 5]): volley's LSTM reads the previous "
+     "action of a Discrete (one-hot) or float Box action space only"),
 ])
 def test_bad_recurrent_settings_are_one_line_naming_the_value(build, message):
     with pytest.raises(ConfigError) as error:

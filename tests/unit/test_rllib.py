@@ -14,12 +14,21 @@ import re
 import pytest
 import torch
 
-from volley import ApexDQNConfig, ConfigError, DQNConfig, PGConfig, PPOConfig, TRPOConfig
+from volley import (
+    ApexDQNConfig,
+    APPOConfig,
+    ConfigError,
+    DQNConfig,
+    IMPALAConfig,
+    PGConfig,
+    PPOConfig,
+    TRPOConfig,
+)
 from volley.algorithms.ppo import adapt_kl_coeff
 from volley.config import AlgorithmConfig
 from volley.rllib_compat import RLLIB_KEYS, RLlibKey, takes
 
-CONFIGS = [PPOConfig, TRPOConfig, PGConfig, DQNConfig, ApexDQNConfig]
+CONFIGS = [PPOConfig, TRPOConfig, PGConfig, DQNConfig, ApexDQNConfig, IMPALAConfig, APPOConfig]
 CASES = [(entry, cls) for entry in RLLIB_KEYS for cls in CONFIGS
          if takes(entry, cls.field_specs(), cls.algo_names())]
 
@@ -285,7 +294,7 @@ def test_frozen_config_refuses_changes_and_copies_thaw_it():
 
 
 def test_validate_and_build_with_env():
-    with pytest.raises(ConfigError, match=r"'gamma' must be in \(0, 1\], got 1.5"):
+    with pytest.raises(ConfigError, match=r"'gamma' must be in \[0, 1\], got 1.5"):
         PPOConfig().training(gamma=1.5).validate()
     config = PPOConfig().resources(engine="local").training(train_batch_size=256, minibatch_size=64)
     algo = config.build(env="Pendulum-v1")

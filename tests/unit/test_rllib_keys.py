@@ -175,12 +175,10 @@ def test_rllibs_own_defaults_that_used_to_be_refused():
     with pytest.raises(ConfigError, match=r"^RLlib's model\['fcnet_weights_initializer'\]='xavier_uniform_' "
                                           r"is not supported by volley: volley's MLP is initialized orthogonally"):
         PPOConfig().training(model={"fcnet_weights_initializer": "xavier_uniform_"})
-    with pytest.raises(ConfigError, match=r"^RLlib's action_mask_key='mask' is not supported by volley"):
-        PPOConfig().update_from_dict({"action_mask_key": "mask"})
+    assert PPOConfig().update_from_dict({"action_mask_key": "mask"}).action_mask_key == "mask"  # masking is volley's
     with pytest.raises(ConfigError, match=r"^RLlib's max_requests_in_flight_per_env_runner=4 is not supported"):
         PPOConfig().env_runners(max_requests_in_flight_per_env_runner=4)
-    assert PPOConfig().environment(action_mask_key="action_mask").env_runners(
-        max_requests_in_flight_per_env_runner=1).to_dict() == PPOConfig().to_dict()
+    assert PPOConfig().env_runners(max_requests_in_flight_per_env_runner=1).to_dict() == PPOConfig().to_dict()
     with pytest.raises(ConfigError, match=r"^RLlib's _learner_class='cls' is not supported by volley"):
         PPOConfig().update_from_dict({"_learner_class": "cls"})
     assert PPOConfig().update_from_dict({"_train_batch_size_per_learner": 1000}).train_batch_size == 1000

@@ -6,9 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from action_spaces import load_example
 from custom_models import TorchRNNModel
 
-from volley import PGConfig, PPOConfig, TRPOConfig
+from volley import PGConfig, PPOConfig, TorchCategorical, TRPOConfig
 from volley.algorithm import Algorithm
 from volley.catalog import build_policy
 from volley.rollout.advantages import gae_columns
@@ -120,6 +121,38 @@ def test_replayed_log_probabilities_equal_the_workers_at_every_kind_of_sequence_
                 assert state.any() and batch["seq_lens"][list(first).index(row) - 1] == 6
             kinds.append(kind)
     assert set(kinds) == {"fragment start", "episode start", "max_seq_len"}
+
+
+@pytest.mark.parametrize(("env", "env_config", "model"), [
+    ("legal_moves", {"n": 6, "legal": 2}, LSTM),  # a Dict observation's action mask; the env raises on a leak
+    ("repeat_after_me", {"space": "nested"}, {**LSTM, "lstm_use_prev_reward": True}),  # Tuple/Dict/Box parts
+    ("StatelessCartPole-v1", {}, {**LSTM, "custom_action_dist": TorchCategorical}),  # drawn in torch
+], ids=["masked", "composite", "custom-dist"])
+def test_an_lstm_replays_masked_composite_and_custom_distribution_actions_as_its_worker_drew_them(
+        env, env_config, model):
+    """use_lstm with main's action distributions: the LSTM's logits masked, composite spaces and a
+    custom action distribution, acting (in numpy, or in torch for the custom distribution) and replayed."""
+    load_example("action_masking"), load_example("multidiscrete_actions")  # register their environments
+    config = (PPOConfig().environment(env, env_config=env_config)
+              .rollouts(num_envs_per_worker=3, rollout_fragment_length=40).training(model=model).debugging(seed=1))
+    worker = RolloutWorker(config, 0, gae_columns, plan=config.plan(num_workers=1))
+    assert (worker.actor is None) == ("custom_action_dist" in model)
+    torch.manual_seed(3)
+    _, learner = build_policy(worker.observation_space, worker.action_space, config.model,
+                              action_mask_key=config.action_mask_key)
+    for _ in range(2):
+        batch = worker.sample(learner.get_flat_weights(), None).batch
+        assert len(batch["seq_lens"]) > len(batch) // 6  # cut into sequences of at most max_seq_len
+        view = Sequences.of(batch).map(torch.as_tensor)
+        with torch.no_grad():
+            dist, values = learner(**view.inputs)
+            logp = dist.log_prob(view["actions"])
+        np.testing.assert_allclose(view.real(logp).numpy(), batch["logp"], atol=1e-5)
+        np.testing.assert_allclose(view.real(values).numpy(), batch["values"], atol=1e-5, rtol=1e-6)
+    if env == "legal_moves":  # the mask's columns come first: every action the worker took is allowed
+        assert (batch["obs"][np.arange(len(batch)), batch["actions"]] == 1).all()
+        forbidden = view["obs"][:, :6] == 0
+        assert (dist.inputs[0][forbidden] == torch.finfo(torch.float32).min).all()  # the LSTM's logits masked
 
 
 # -- padding changes no gradient ---------------------------------------------------------------------

@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 from volley.algorithm import Algorithm
-from volley.algorithm_configs import ApexDQNConfig, DQNConfig, PGConfig, PPOConfig, TRPOConfig
+from volley.algorithm_configs import (
+    ApexDQNConfig,
+    APPOConfig,
+    DQNConfig,
+    IMPALAConfig,
+    PGConfig,
+    PPOConfig,
+    TRPOConfig,
+)
 from volley.algorithms.apex_dqn import ApexDQN
+from volley.algorithms.appo import APPO
 from volley.algorithms.dqn import DQN
+from volley.algorithms.impala import IMPALA
 from volley.algorithms.pg import PG
 from volley.algorithms.ppo import PPO
 from volley.algorithms.trpo import TRPO
@@ -13,7 +23,7 @@ from volley.config import AlgorithmConfig
 
 # The built-in algorithms, in the order the docs and the CLI list them
 ALGORITHMS: dict[str, type[Algorithm]] = {"ppo": PPO, "trpo": TRPO, "pg": PG, "dqn": DQN,
-                                          "apex_dqn": ApexDQN}
+                                          "apex_dqn": ApexDQN, "impala": IMPALA, "appo": APPO}
 
 
 # RLlib's registry names that are not volley's own
@@ -35,4 +45,6 @@ def get_config_class(name: str) -> type[AlgorithmConfig]:
     return get_algorithm_class(name).config_class
 
 
-__all__ = ["ALGORITHMS", "ApexDQN", "ApexDQNConfig", "DQN", "DQNConfig", "PG", "PPO", "PGConfig", "PPOConfig", "TRPO", "TRPOConfig", "get_algorithm_class", "get_config_class", "get_trainable_cls"]
+__all__ = ["ALGORITHMS", "APPO", "APPOConfig", "IMPALA", "IMPALAConfig", "ApexDQN", "ApexDQNConfig", "DQN",
+           "DQNConfig", "PG", "PPO", "PGConfig", "PPOConfig", "TRPO", "TRPOConfig", "get_algorithm_class",
+           "get_config_class", "get_trainable_cls"]

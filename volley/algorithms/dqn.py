@@ -48,11 +48,13 @@ def q_targets(online: QNetwork, target: QNetwork, returns: torch.Tensor, next_ob
               discounts: torch.Tensor, double_q: bool) -> torch.Tensor:
     """``R + discount · Q̂(s', a*)`` ``[B]``: ``a* = argmax_a Q(s', a)`` of the online network with
     double Q-learning (van Hasselt et al., 2016), which keeps Q̂'s own overestimates out of
-    the choice; ``argmax_a Q̂(s', a)`` without."""
+    the choice; ``argmax_a Q̂(s', a)`` without. Under an action mask both are over the actions
+    ``s'`` allows (the others' Q-values are the dtype's minimum); a next state that allows none (a
+    finished game's) bootstraps nothing."""
     next_q = target.q_values(next_obs)
     chooser = online.q_values(next_obs) if double_q else next_q
-    best = chooser.argmax(-1, keepdim=True)
-    return returns + discounts * next_q.gather(-1, best).squeeze(-1)
+    best = next_q.gather(-1, chooser.argmax(-1, keepdim=True)).squeeze(-1)
+    return returns + discounts * torch.where(best > torch.finfo(best.dtype).min, best, 0.0)
 
 
 def q_and_targets(online: QNetwork, target: QNetwork, batch: dict[str, torch.Tensor],

@@ -76,7 +76,7 @@ class TRPO(Algorithm):
         def surrogate_and_kl() -> tuple[torch.Tensor, torch.Tensor, Distribution]:
             dist = self.policy.distribution(**data.inputs)
             ratio = (dist.log_prob(actions) - old_logp).exp()
-            kl = old_dist.kl(dist)  # type: ignore[arg-type]  # one policy's: always the same kind
+            kl = old_dist.kl(dist)  # one policy's: always the same kind
             return data.mean(ratio * advantages), data.mean(kl), dist
 
         # natural gradient: s = F⁻¹ g by conjugate gradient, F the KL's Hessian
@@ -86,7 +86,7 @@ class TRPO(Algorithm):
             return {"policy_loss": -surrogate.item(), "surrogate_improvement": 0.0, "kl": 0.0,
                     "entropy": math.nan, "line_search_fraction": 0.0}
         fvp = fisher_vector_product(
-            dist.inputs, lambda inputs: data.mean(old_dist.kl(type(dist)(*inputs))),  # type: ignore[arg-type]
+            dist.inputs, lambda inputs: data.mean(old_dist.kl(dist.with_inputs(*inputs))),
             params, cfg.cg_damping)
         direction = conjugate_gradient(fvp, gradient, cfg.cg_iters)
         # largest step along s with ½ sᵀF s = max_kl

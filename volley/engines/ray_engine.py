@@ -54,10 +54,11 @@ def ship_by_value(user_object: Any) -> None:
 
 
 def ship_recipe(recipe: WorkerRecipe) -> None:
-    """Make the user's code a recipe holds (environment creator, custom model class, callbacks
-    classes) reach Ray's workers; a ConfigError naming it if it cannot be pickled (a lock or an open
+    """Make the user's code a recipe holds (environment creator, custom model and action distribution
+    classes, callbacks classes) reach Ray's workers; a ConfigError naming it if it cannot be pickled (a lock or an open
     file among a class's attributes), before any actor starts."""
-    for what, user_object in (("environment creator", recipe.env_creator), ("custom model", recipe.model_class)):
+    for what, user_object in (("environment creator", recipe.env_creator), ("custom model", recipe.model_class),
+                              ("custom action dist", recipe.action_dist_class)):
         if user_object is None:
             continue
         ship_by_value(user_object)

@@ -31,7 +31,15 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 import numpy as np
 
-from volley.acting import Acting, NumpyActor, ObsPreprocessor, Previous, State
+from volley.acting import (
+    Acting,
+    NumpyActor,
+    ObsPreprocessor,
+    Previous,
+    State,
+    find_action_mask,
+    zero_actions,
+)
 from volley.callbacks import EPISODE_HOOKS, DefaultCallbacks, EpisodeRecord, Hooks
 from volley.config import AlgorithmConfig, RolloutPlan
 from volley.envs import (
@@ -45,11 +53,12 @@ from volley.envs import (
     reset_seeded,
 )
 from volley.errors import EnvError, VolleyError
-from volley.named import CUSTOM_MODELS
+from volley.named import CUSTOM_ACTION_DISTS, CUSTOM_MODELS
 from volley.rollout.batch import Batch
 from volley.rollout.episodes import EpisodeTracker, sub_environments_created
 from volley.rollout.filters import FilterStats, RewardNormalizer, make_filter
 from volley.rollout.sequences import PREVIOUS, stored_states
+from volley.spaces import action_layout
 
 if TYPE_CHECKING:
     from volley.models import Policy
@@ -69,7 +78,7 @@ class SampleResult:
     episode_returns: np.ndarray  # [episodes completed during this sample]
     episode_lengths: np.ndarray
     filter_delta: FilterStats | None  # observation and reward statistics gathered since the last sync
-    env_steps: int  # valid steps taken (the batch's rows, before any were dropped)
+    env_steps: int  # valid steps taken (the batch's rows, unless the postprocess added some)
     env_errors: int = 0  # environments that failed and were recreated during this sample
     # each completed episode's (custom_metrics, hist_data), where the callbacks use episode hooks
     episode_metrics: list[EpisodeRecord] = field(default_factory=list)
@@ -82,25 +91,30 @@ class EnvStreams:
     time: a block holds exactly the values as many single draws would have returned (numpy
     fills an array value by value from the same stream), so acting stays a function of the
     seed, and a step costs one indexing instead of a Python loop over the environments
-    (4 µs for 16 of them). A policy makes one kind of draw (Gumbel noise for discrete actions,
-    normals for continuous ones), of one width; a draw of another kind starts a new block.
+    (4 µs for 16 of them). Each kind of draw (Gumbel noise for categorical actions, normals for
+    Gaussian ones, of one width) has its own block, so a composite action space that draws both
+    every step refills each only once in ``BLOCK`` steps.
+
+    A custom action distribution draws in torch instead: ``torch_state`` is the state of the one
+    torch generator the worker's environments share for it, seeded from (seed, the first env
+    index) and carried from draw to draw (:func:`volley.distributions.worker_generator`).
     """
 
     BLOCK = 256
 
     def __init__(self, seed: int, env_indices: list[int]) -> None:
         self.generators = [np.random.default_rng([seed, i]) for i in env_indices]
-        self._kind = ("", 0)  # the block's kind of draw and width
-        self._block = np.empty((len(self.generators), 0))  # [N, BLOCK, width]
-        self._next = 0  # the block's next unused step
+        self._blocks: dict[tuple[str, int], list] = {}  # kind and width -> [block [N, BLOCK, width], next step]
+        self.torch_seed = int(np.random.SeedSequence([seed, env_indices[0], 1]).generate_state(1)[0])
+        self.torch_state: Any = None
 
     def _draw(self, kind: tuple[str, int], fill: Callable[[np.random.Generator], np.ndarray]) -> np.ndarray:
-        """One step's draws ``[N, width]``; a new block when this one is used up or holds
-        draws of another kind."""
-        if self._next == self._block.shape[1] or self._kind != kind:
-            self._block, self._next, self._kind = np.stack([fill(g) for g in self.generators]), 0, kind
-        self._next += 1
-        return self._block[:, self._next - 1]
+        """One step's draws ``[N, width]``; a new block of this kind when its last one is used up."""
+        block = self._blocks.get(kind)
+        if block is None or block[1] == self.BLOCK:
+            block = self._blocks[kind] = [np.stack([fill(g) for g in self.generators]), 0]
+        block[1] += 1
+        return block[0][:, block[1] - 1]
 
     def gumbel(self, n: int) -> np.ndarray:
         return self._draw(("gumbel", n), lambda g: g.gumbel(size=(self.BLOCK, n)))
@@ -110,6 +124,16 @@ class EnvStreams:
         return self._draw(("normal", dim), lambda g: g.standard_normal((self.BLOCK, dim)).astype(np.float32))
 
 
+def bootstrap_ends(ends: np.ndarray, bootstrap: np.ndarray) -> np.ndarray:
+    """Episode ends ``[T, N]`` moved onto V-trace's ``[T + 1, N]`` rows (``vtrace_columns``): a
+    bootstrap row holds the final observation of the episode truncated on the step before it, so
+    that episode ends on the bootstrap row, which ``on_postprocess_trajectory`` sees as its last."""
+    ends = np.concatenate([ends, np.zeros_like(ends[:1])])
+    before = np.concatenate([np.zeros_like(ends[:1]), ends[:-1]])  # [T + 1, N]: the step before ended
+    after = np.concatenate([bootstrap[1:], np.zeros_like(bootstrap[:1])])  # the row after is a bootstrap row
+    return (ends & ~after) | (bootstrap & before)
+
+
 class RolloutWorker:
     """Owns ``num_envs_per_worker`` environments and samples them with the current weights."""
 
@@ -117,13 +141,15 @@ class RolloutWorker:
                  env_creator: EnvCreator | None = None, num_envs: int | None = None,
                  seed_offset: int = 0, render_mode: str | None = None, *, plan: RolloutPlan,
                  slot: int | None = None, model_class: type | None = None,
-                 callbacks_class: type[DefaultCallbacks] | None = None) -> None:
+                 callbacks_class: type[DefaultCallbacks] | None = None,
+                 action_dist_class: type | None = None) -> None:
         """``plan`` holds the sizes the driver resolved (never resolved again here). ``slot`` is
         this worker's place among all workers ever created (default ``worker_index``): a
         replacement gets a new one, so its environments ``slot·N … slot·N + N − 1`` take seeds
         no other environment had. ``model_class`` is the class of ``config.model.custom_model``
-        (the recipe brings it; None: found by name in this process); ``callbacks_class`` the one
-        ``config`` names (found in this process when not given)."""
+        (the recipe brings it; None: found by name in this process), ``action_dist_class`` that of
+        ``config.model.custom_action_dist``; ``callbacks_class`` the one ``config`` names (found in
+        this process when not given)."""
         self.config = config
         self.worker_index = worker_index
         self.num_workers = plan.num_workers
@@ -142,14 +168,21 @@ class RolloutWorker:
         self.action_space = self.env.single_action_space
         if config.normalize_actions:
             check_normalizable(self.action_space, config.env)
-        self.preprocess = ObsPreprocessor(self.observation_space)
-        custom = config.model.custom_model
+        # an action mask among the observation's columns (a Dict observation's action_mask_key)
+        self.preprocess = ObsPreprocessor(self.observation_space, find_action_mask(
+            self.observation_space, self.action_space, config.action_mask_key))
+        mask = self.preprocess.mask
+        custom, dist = config.model.custom_model, config.model.custom_action_dist
         self.model_class = model_class or (CUSTOM_MODELS.find(custom) if custom is not None else None)
+        self.action_dist_class = action_dist_class or (CUSTOM_ACTION_DISTS.find(dist) if dist is not None else None)
         # volley's MLP acts in numpy; the torch network is built only when something needs it (a
-        # CNN's or a custom model's forward pass, an algorithm's worker-side function), so a worker
-        # that only acts through an MLP never imports torch: a second less to start each Ray worker.
-        self.actor = None if self.preprocess.is_image or custom is not None else NumpyActor(
-            self.preprocess.shape[0], self.action_space, config.model, config.network, config.head_hiddens)
+        # CNN's or a custom model's forward pass, a custom distribution's draw, an algorithm's
+        # worker-side function), so a worker that only acts through an MLP never imports torch: a
+        # second less to start each Ray worker.
+        self.actor = None if self.preprocess.is_image or custom is not None or dist is not None else NumpyActor(
+            self.preprocess.net_shape[0], self.action_space, config.model, config.network, config.head_hiddens,
+            mask)
+        self._mask_layout = None if mask is None else action_layout(self.action_space)
         self._policy: Policy | None = None
         # each environment's recurrent state, one array [N, ...] per tensor of the network's state:
         # fed to every forward pass, reset to the initial state where an episode starts; [] for a
@@ -159,7 +192,7 @@ class RolloutWorker:
         # each environment's previous action and reward, for a network that reads them (else None)
         self._prev: Previous = None
         self._weights: np.ndarray | None = None  # the flat weights last loaded
-        self.obs_filter = make_filter(config.observation_filter, self.preprocess.shape)
+        self.obs_filter = make_filter(config.observation_filter, self.preprocess.shape, None if mask is None else mask.mask)
         self.reward_filter = RewardNormalizer(self.num_envs, config.gamma) if config.normalize_rewards else None
         self._obs: np.ndarray | None = None  # preprocessed, unfiltered, [N, *obs_shape]
         self._seeded = False
@@ -179,7 +212,8 @@ class RolloutWorker:
         return make_vector_env(self.config.env, self.num_envs, env_config=self.config.env_config,
                                creator=self.env_creator,
                                atari_preprocessing=self.config.atari_preprocessing,
-                               render_mode=self.render_mode, vectorize_mode=self.config.vectorize_mode)
+                               render_mode=self.render_mode, vectorize_mode=self.config.vectorize_mode,
+                               action_mask_key=self.config.action_mask_key)
 
     @property
     def policy(self) -> Policy:
@@ -191,7 +225,9 @@ class RolloutWorker:
             from volley.catalog import build_policy
 
             self._policy = build_policy(self.observation_space, self.action_space, self.config.model,
-                                        self.config.network, self.config.head_hiddens, self.model_class)[1]
+                                        self.config.network, self.config.head_hiddens, self.model_class,
+                                        action_mask_key=self.config.action_mask_key,
+                                        action_dist_class=self.action_dist_class)[1]
             self._policy.eval()  # acting, as RLlib's workers act: no dropout, batch-norm statistics fixed
             if self._weights is not None:
                 self._policy.set_flat_weights(self._weights)
@@ -224,8 +260,7 @@ class RolloutWorker:
         network reads them; else None."""
         if not self._acting.reads_prev:
             return None
-        action = np.zeros(self.action_space.shape or (), self.action_space.dtype or np.float32)
-        return np.repeat(action[None], self.num_envs, axis=0), np.zeros(self.num_envs, np.float32)
+        return zero_actions(self.action_space, self.num_envs), np.zeros(self.num_envs, np.float32)
 
     def log_prob(self, dist_inputs: np.ndarray, actions: np.ndarray) -> np.ndarray:
         """Log-probabilities of ``actions`` from the distribution inputs :meth:`act` returned."""
@@ -281,6 +316,8 @@ class RolloutWorker:
         the envs that failed and restarted (None when none did). ``training`` updates the
         filters' statistics; ``explore`` samples actions instead of taking the most likely."""
         assert self._obs is not None
+        if self._mask_layout is not None:
+            self._check_masks()
         obs = self.obs_filter(self._obs, update=training)
         actions_np, dist_inputs, values, state = self.act(obs, explore)
         self._step_count += 1
@@ -324,6 +361,21 @@ class RolloutWorker:
             self._prev = (np.where(fresh.reshape(-1, *[1] * (actions_np.ndim - 1)), 0, actions_np),
                           np.where(fresh, np.float32(0), rewards))
         return step, failed
+
+    def _check_masks(self) -> None:
+        """An EnvError naming the environment and the mask if an action mask of the observations about
+        to be acted on holds anything but 0 and 1 or allows no action (a final observation, acted on
+        only for its value, may allow none: a finished game has no legal move)."""
+        assert self._obs is not None and self._mask_layout is not None and self.preprocess.mask is not None
+        problem = self._mask_layout.mask_problem(self._obs[:, self.preprocess.mask.mask], ~self._autoreset)
+        if problem is None:
+            return
+        j = problem[0]
+        mask = self._obs[j, self.preprocess.mask.mask]
+        raise EnvError(f"environment '{self.config.env}' (worker {self.worker_index}, env index {j}) gave the action "
+                       f"mask {np.array2string(mask, separator=' ', threshold=20)} (observation key "
+                       f"{self.config.action_mask_key!r}) at step {self._episode_length[j]} of its episode: "
+                       f"{problem[1]}")
 
     # -- failed environments -----------------------------------------------------------------
 
@@ -476,12 +528,14 @@ class RolloutWorker:
         return columns, returns, lengths, records, states
 
     def _load(self, weights: np.ndarray, filters: FilterStats | None) -> None:
-        """Take the learner's weights and the merged filter statistics."""
-        self._weights = weights
-        if self._policy is not None:
-            self._policy.set_flat_weights(weights)
-        elif self.actor is not None:
-            self.actor.load(weights)
+        """Take the learner's weights (unless they are the very array loaded last: a streaming worker
+        samples fragment after fragment with one) and the merged filter statistics."""
+        if weights is not self._weights:
+            self._weights = weights
+            if self._policy is not None:
+                self._policy.set_flat_weights(weights)
+            elif self.actor is not None:
+                self.actor.load(weights)
         if filters is not None and filters.obs is not None:
             self.obs_filter.set_stats(filters.obs)
         if filters is not None and filters.reward is not None and self.reward_filter is not None:
@@ -505,17 +559,19 @@ class RolloutWorker:
             self.episodes.new_fragment()
         columns, returns, lengths, records, states = self._rollout(complete, num_episodes)
         ends = columns["terminated"] | columns["truncated"]
+        steps = int(np.count_nonzero(columns["valid"]))  # a postprocess may add rows (V-trace's bootstrap rows)
         previous = {key: columns.pop(key) for key in PREVIOUS if key in columns}  # what the network read
         columns = {**self.postprocess(columns, self.config), **previous}
         valid = columns.pop("valid").T  # [N, T]: env-major keeps each episode contiguous
         batch = Batch({key: np.swapaxes(value, 0, 1)[valid] for key, value in columns.items()})
         if self.hooks.uses("on_postprocess_trajectory") and self.episodes is not None:
-            self.episodes.trajectories(batch, valid, ends.T)
+            trajectory_ends = bootstrap_ends(ends, columns["bootstrap"]) if "bootstrap" in columns else ends
+            self.episodes.trajectories(batch, valid, trajectory_ends.T)
         if states:  # the sequences the learner replays: their lengths and the states they start from
             batch.update(stored_states(valid, ends.T, self.config.model.max_seq_len, states))
         self.hooks("on_sample_end", worker=self, samples=batch)
         return SampleResult(batch, np.asarray(returns, np.float32), np.asarray(lengths, np.int64),
-                            self._pop_filter_delta(), len(batch), self.num_env_errors - errors_before, records)
+                            self._pop_filter_delta(), steps, self.num_env_errors - errors_before, records)
 
     def sample_and_apply(self, weights: np.ndarray, filter_stats: FilterStats | None,
                          fn: Callable[[Policy, Batch, AlgorithmConfig], Any],
