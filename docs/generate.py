@@ -79,7 +79,7 @@ this page says.
 A key volley does not implement is refused in one line that names it, says so and
 says what to use instead, e.g. `RLlib's num_gpus_per_worker=1 is not supported by
 volley: rollout workers act on the CPU; num_gpus gives the learner a GPU`. Where its
-value asks for what volley does anyway (`num_gpus_per_worker=0`, `model={"use_lstm":
+value asks for what volley does anyway (`num_gpus_per_worker=0`, `model={"use_attention":
 False}`) it is accepted and changes nothing.
 
 ## Methods
@@ -98,7 +98,8 @@ False}`) it is accepted and changes nothing.
 | `algo.save()`, `algo.save(dir)`, `algo.save_to_path()` | the same: a checkpoint directory (JSON + safetensors, atomic); without a directory it goes to `~/volley_results/<Algo>_<env>_<time>/checkpoint_<iteration>`; the string returned also has RLlib 2.x's `.checkpoint.path` |
 | `algo.restore(path)`, `algo.restore_from_path(path)`, `Algorithm.from_checkpoint(path)` | the same (volley checkpoints only) |
 | `algo.compute_single_action(obs, explore=False)` | the same, the action as the environment gets it (`normalize_actions`, `clip_actions`); without `explore` volley returns the most likely action, where RLlib samples (its default is the config's `explore`) |
-| `algo.get_policy()`, `.get_weights()`, `.set_weights(w)` | the torch module being trained; weights are `{name: numpy array}` |
+| `algo.compute_single_action(obs, state, prev_action=..., prev_reward=...)` | a recurrent policy's step: `state` from `algo.get_policy().get_initial_state()` at an episode start, then the `state_out` of the last call; returns RLlib's `(action, state_out, extra)` (`extra`: `vf_preds`, `action_dist_inputs`, `action_logp`, `action_prob`; also with `full_fetch=True`); a missing state or one of the wrong shape is one line naming it |
+| `algo.get_policy()`, `.get_weights()`, `.set_weights(w)` | the torch module being trained; weights are `{name: numpy array}`; `.get_initial_state()` a recurrent policy's state at an episode start (`[]` for feed-forward) |
 | `algo.get_weights()`, `algo.set_weights(w)` | `{"default_policy": {name: numpy array}}`, as RLlib returns them: copy them into another algorithm with the same network, or save them with numpy |
 | `config.callbacks(MyCallbacks)` (a `DefaultCallbacks` or `RLlibCallback` subclass, a list of them, or `make_multi_callbacks([...])`), `algo.callbacks` | the same, with the old stack's hooks and arguments; the episode hooks run on the workers of every engine, `episode.custom_metrics` become `custom_metrics/<key>_mean` (`_min`, `_max`), `episode.hist_data` `hist_stats/<key>`: see [extending.md](extending.md#callbacks-and-custom-metrics) |
 | `algo.iteration`, `algo.config`, `algo.stop()` | the same |

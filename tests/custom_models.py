@@ -1,6 +1,6 @@
 """Custom models the tests share, written as RLlib's docs write them (only the imports differ),
-and the Dict-observation example's module. Importing this module registers "my_model" and
-"wrong_shape" (what `volley train --import custom_models` does from the command line)."""
+and the Dict-observation example's module. Importing this module registers "my_model",
+"wrong_shape" and "rnn_model" (what `volley train --import custom_models` does from the command line)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import numpy as np
 import torch
 from torch import nn
 
 from volley import FullyConnectedNetwork as TorchFC
-from volley import ModelCatalog, TorchModelV2
+from volley import ModelCatalog, RecurrentNetwork, TorchModelV2
 
 EXAMPLE = Path(__file__).parents[1] / "examples" / "custom_model_dict_obs.py"
 
@@ -42,6 +43,34 @@ class WrongShape(TorchCustomModel):
         return super().forward(input_dict, state, seq_lens)[0][:, :1], []
 
 
+class TorchRNNModel(RecurrentNetwork, nn.Module):
+    """RLlib's recurrent custom-model example (examples/models/rnn_model.py): a layer, an LSTM, and
+    the action and value branches on its outputs."""
+
+    def __init__(self, obs_space, action_space, num_outputs, model_config, name, fc_size=16, lstm_state_size=16):
+        nn.Module.__init__(self)
+        super().__init__(obs_space, action_space, num_outputs, model_config, name)
+        self.obs_size = int(np.prod(obs_space.shape))
+        self.lstm_state_size = lstm_state_size
+        self.fc1 = nn.Linear(self.obs_size, fc_size)
+        self.lstm = nn.LSTM(fc_size, lstm_state_size, batch_first=True)
+        self.action_branch = nn.Linear(lstm_state_size, num_outputs)
+        self.value_branch = nn.Linear(lstm_state_size, 1)
+        self._features = None
+
+    def get_initial_state(self):
+        return [self.fc1.weight.new(1, self.lstm_state_size).zero_().squeeze(0),
+                self.fc1.weight.new(1, self.lstm_state_size).zero_().squeeze(0)]
+
+    def value_function(self):
+        return torch.reshape(self.value_branch(self._features), [-1])
+
+    def forward_rnn(self, inputs, state, seq_lens):
+        x = nn.functional.relu(self.fc1(inputs))
+        self._features, [h, c] = self.lstm(x, [torch.unsqueeze(state[0], 0), torch.unsqueeze(state[1], 0)])
+        return self.action_branch(self._features), [torch.squeeze(h, 0), torch.squeeze(c, 0)]
+
+
 def load_example() -> ModuleType:
     """examples/custom_model_dict_obs.py as a module (its Dict-observation env and model), from a
     file Ray's workers cannot import: what a user's script or notebook module is."""
@@ -55,3 +84,4 @@ def load_example() -> ModuleType:
 
 ModelCatalog.register_custom_model("my_model", TorchCustomModel)
 ModelCatalog.register_custom_model("wrong_shape", WrongShape)
+ModelCatalog.register_custom_model("rnn_model", TorchRNNModel)

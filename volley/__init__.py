@@ -42,12 +42,18 @@ if TYPE_CHECKING:
     )
     from volley.envs import register_env
     from volley.errors import CallbackError, CheckpointError, ConfigError, EnvError, VolleyError
-    from volley.modelv2 import FullyConnectedNetwork, TorchModelV2
+    from volley.modelv2 import (
+        FullyConnectedNetwork,
+        RecurrentNetwork,
+        TorchModelV2,
+        add_time_dimension,
+    )
 
 _HOMES = {
     "Algorithm": "volley.algorithm", "AlgorithmConfig": "volley.config", "ModelConfig": "volley.config",
     "register_env": "volley.envs", "ModelCatalog": "volley.catalog", "TorchModelV2": "volley.modelv2",
-    "FullyConnectedNetwork": "volley.modelv2",
+    "FullyConnectedNetwork": "volley.modelv2", "RecurrentNetwork": "volley.modelv2",
+    "add_time_dimension": "volley.modelv2",
     **dict.fromkeys(["ActionDistribution", "TorchCategorical", "TorchDiagGaussian", "TorchDistributionWrapper"],
                     "volley.distributions"),
     **dict.fromkeys(["CallbackError", "CheckpointError", "ConfigError", "EnvError", "VolleyError"], "volley.errors"),
@@ -68,6 +74,6 @@ def __getattr__(name: str) -> Any:
 __all__ = ["APPO", "APPOConfig", "IMPALA", "IMPALAConfig", "ActionDistribution", "ApexDQN", "ApexDQNConfig", "DQN",
            "DQNConfig", "PG", "PGConfig", "PPO", "Algorithm", "AlgorithmConfig", "CallbackError", "CheckpointError",
            "ConfigError", "DefaultCallbacks", "EnvError", "Episode", "FullyConnectedNetwork", "ModelCatalog",
-           "ModelConfig", "PPOConfig", "RLlibCallback", "TRPO", "TRPOConfig", "TorchCategorical", "TorchDiagGaussian",
-           "TorchDistributionWrapper", "TorchModelV2", "VolleyError", "__version__", "get_trainable_cls",
-           "make_multi_callbacks", "register_env"]
+           "ModelConfig", "PPOConfig", "RLlibCallback", "RecurrentNetwork", "TRPO", "TRPOConfig", "TorchCategorical",
+           "TorchDiagGaussian", "TorchDistributionWrapper", "TorchModelV2", "VolleyError", "__version__",
+           "add_time_dimension", "get_trainable_cls", "make_multi_callbacks", "register_env"]

@@ -212,6 +212,30 @@ def _linear_shapes(name: str, n_in: int, n_out: int) -> Shapes:
     return [(f"{name}.weight", (n_out, n_in)), (f"{name}.bias", (n_out,))]
 
 
+def _lstm_shapes(name: str, n_in: int, cell: int) -> Shapes:
+    """torch's ``nn.LSTM`` of one layer: input and hidden weights of the four gates (i, f, g, o)."""
+    return [(f"{name}.weight_ih_l0", (4 * cell, n_in)), (f"{name}.weight_hh_l0", (4 * cell, cell)),
+            (f"{name}.bias_ih_l0", (4 * cell,)), (f"{name}.bias_hh_l0", (4 * cell,))]
+
+
+def previous_width(action_space: gym.Space) -> int:
+    """Inputs a previous action adds (``lstm_use_prev_action``): one per action of a Discrete space
+    (one-hot), the values of a float Box; a ConfigError for other spaces."""
+    if isinstance(action_space, gym.spaces.Discrete):
+        return int(action_space.n)
+    if isinstance(action_space, gym.spaces.Box) and action_space.dtype.kind == "f":
+        return int(np.prod(action_space.shape))
+    raise ConfigError(f"model.lstm_use_prev_action=True with action space {action_space}: volley's LSTM reads "
+                      "the previous action of a Discrete (one-hot) or float Box action space only")
+
+
+def zero_actions(action_space: gym.Space, n: int) -> np.ndarray:
+    """``n`` actions of zeros in the flat layout of batches (:mod:`volley.spaces`): the previous
+    action a recurrent network reads at an episode start."""
+    layout = action_layout(action_space)
+    return np.zeros((n,) if layout.kind == "discrete" else (n, layout.width), layout.dtype)
+
+
 def parameter_shapes(obs_size: int, action_space: gym.Space, model: ModelConfig,
                      network: NetworkKind = "actor_critic", head_hiddens: Sequence[int] = ()) -> Shapes:
     """The tensors of an MLP network over ``obs_size`` inputs, in the order of its flat weights:
@@ -224,6 +248,12 @@ def parameter_shapes(obs_size: int, action_space: gym.Space, model: ModelConfig,
         shapes += _body_shapes("pi_body", obs_size, model.fcnet_hiddens)
         if not model.vf_share_layers:
             shapes += _body_shapes("vf_body", obs_size, model.fcnet_hiddens)
+        if model.use_lstm:  # volley.recurrent: an LSTM after each body
+            n_in = width + (previous_width(action_space) if model.lstm_use_prev_action else 0) \
+                + int(model.lstm_use_prev_reward)
+            for tower in ("pi", "vf")[:1 if model.vf_share_layers else 2]:
+                shapes += _lstm_shapes(f"{tower}_lstm", n_in, model.lstm_cell_size)
+            width = model.lstm_cell_size
         return shapes + _linear_shapes("pi_head", width, n_out) + _linear_shapes("vf_head", width, 1)
     n_actions = q_outputs(action_space)
     shapes = [("epsilon", ()), *_body_shapes("body", obs_size, model.fcnet_hiddens),
@@ -289,7 +319,8 @@ class NumpyMLP:
         two 64x64 layers: 6.4 µs, stacked 3.3). The narrower last layer is padded with zero
         columns. Both must be the same kinds of layer in the same order."""
         fused = NumpyMLP()
-        width = max(a[0].shape[-1] for a in (left.layers[-1], right.layers[-1]) if isinstance(a, tuple))
+        width = max((a[0].shape[-1] for a in left.layers[-1:] + right.layers[-1:] if isinstance(a, tuple)),
+                    default=0)  # 0: they end in an activation, and no layer is padded
         for i, (a, b) in enumerate(zip(left.layers, right.layers, strict=True)):
             if not isinstance(a, tuple) or not isinstance(b, tuple):
                 assert a is b, "stacked needs the same activations in the same places"
@@ -326,13 +357,16 @@ def _padded(layer: tuple[np.ndarray, np.ndarray], width: int) -> tuple[np.ndarra
 
 
 # A recurrent network's state for a batch of environments: one array [B, ...] per tensor of its
-# state; [] for a feed-forward network (every built-in one). See volley.models.Policy.
+# state; [] for a feed-forward network. See volley.models.Policy.
 State = list[np.ndarray]
+# What a recurrent network with lstm_use_prev_action / lstm_use_prev_reward also reads: each
+# environment's previous action [B, ...] and reward [B] (zeros at an episode start); None elsewhere
+Previous = tuple[np.ndarray, np.ndarray] | None
 # actions [B, ...], the inputs of their distribution [B, ...] (logits, a Gaussian's mean,
 # Q-values), values [B] and the state after this step. Log-probabilities are not computed per
 # step: a worker computes a whole fragment's at once from the stacked inputs (``log_prob``).
 Acting = tuple[np.ndarray, np.ndarray, np.ndarray, State]
-ActFn = Callable[[np.ndarray, State, RandomStreams, bool], Acting]  # (obs, state, streams, explore)
+ActFn = Callable[[np.ndarray, State, RandomStreams, bool, Previous], Acting]  # (obs, state, streams, explore, prev)
 LogProbFn = Callable[[np.ndarray, np.ndarray], np.ndarray]  # (distribution inputs, actions) -> log π(a)
 
 
@@ -466,10 +500,10 @@ def actor_critic_twin(weights: Mapping[str, np.ndarray], activation: str, action
     else:  # policy and value networks stacked
         both = NumpyMLP.stacked(NumpyMLP.of(weights, "pi_body", activation) + pi_head,
                                 NumpyMLP.of(weights, "vf_body", activation) + vf_head)
-    head = action_head(action_layout(action_space), weights.get("log_std"))
+    head = _policy_head(weights, action_space)
     draw = head.draw
 
-    def act(obs: np.ndarray, state: State, streams: RandomStreams, explore: bool) -> Acting:
+    def act(obs: np.ndarray, state: State, streams: RandomStreams, explore: bool, prev: Previous = None) -> Acting:
         both_out = both(obs)
         out = both_out[0]
         return draw(out, streams, explore), out, both_out[1, :, 0], state
@@ -478,11 +512,90 @@ def actor_critic_twin(weights: Mapping[str, np.ndarray], activation: str, action
         return Twin(act, head.log_prob)
     net, columns = mask.net, mask.mask
 
-    def act_masked(obs: np.ndarray, state: State, streams: RandomStreams, explore: bool) -> Acting:
+    def act_masked(obs: np.ndarray, state: State, streams: RandomStreams, explore: bool,
+                   prev: Previous = None) -> Acting:
         both_out = both(obs[:, net])
         out = masked_logits(both_out[0], obs[:, columns])
         return draw(out, streams, explore), out, both_out[1, :, 0], state
     return Twin(act_masked, head.log_prob)
+
+
+def _policy_head(weights: Mapping[str, np.ndarray], action_space: gym.Space) -> Head:
+    """The action distribution of an actor-critic with these ``weights`` over ``action_space``."""
+    return action_head(action_layout(action_space), weights.get("log_std"))
+
+
+class NumpyLSTM:
+    """One step of torch's one-layer ``nn.LSTM`` in numpy, for one tower (``[N, ...]``) or two
+    stacked (``[2, N, ...]``, each with its own weights, as :meth:`NumpyMLP.stacked`).
+
+    The input and hidden weights are one matrix (one product of ``[x, h]``), and the rows of the
+    input, forget and output gates are halved, so that one ``tanh`` of all four gates gives
+    ``tanh(z)`` for the cell's candidate and ``σ(z) = (1 + tanh(z/2)) / 2`` for the others: a
+    step is ten numpy calls (the halving is exact, so it acts as torch's LSTM to float32 rounding)."""
+
+    def __init__(self, weights: Mapping[str, np.ndarray], towers: Sequence[str]) -> None:
+        def stacked(key: str) -> np.ndarray:
+            return np.stack([weights[f"{tower}.{key}"] for tower in towers])  # [towers, ...]
+        self.cell = stacked("weight_hh_l0").shape[-1]
+        half = np.full(4 * self.cell, 0.5, np.float32)
+        half[2 * self.cell:3 * self.cell] = 1.0  # gates i, f, g, o in torch's order: g keeps its scale
+        weight = np.concatenate([stacked("weight_ih_l0"), stacked("weight_hh_l0")], axis=-1)  # [towers, 4H, in + H]
+        self.weight = np.ascontiguousarray(np.swapaxes(weight * half[:, None], -1, -2))
+        self.bias = ((stacked("bias_ih_l0") + stacked("bias_hh_l0")) * half)[:, None, :]
+        if len(towers) == 1:
+            self.weight, self.bias = self.weight[0], self.bias[0, 0]
+
+    def __call__(self, x: np.ndarray, h: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(h', c')`` after input ``x`` from ``(h, c)`` (``x`` ``[N, in]`` goes to both towers)."""
+        if x.ndim < h.ndim:
+            x = np.broadcast_to(x, (*h.shape[:-1], x.shape[-1]))
+        gates = np.tanh(np.concatenate([x, h], axis=-1) @ self.weight + self.bias)
+        sig = gates * 0.5 + 0.5  # σ of the i, f and o gates
+        cell = self.cell
+        c_out = sig[..., cell:2 * cell] * c + sig[..., :cell] * gates[..., 2 * cell:3 * cell]
+        return sig[..., 3 * cell:] * np.tanh(c_out), c_out
+
+
+def lstm_actor_critic_twin(weights: Mapping[str, np.ndarray], activation: str, action_space: gym.Space,
+                           mask: ObsMask | None = None, prev_action: bool = False,
+                           prev_reward: bool = False) -> Twin:
+    """How an MLP actor-critic with an LSTM on its body (``volley.recurrent``) acts: as
+    :func:`actor_critic_twin` (``mask`` too), one LSTM step per call from the environments' state
+    ``[h, c]`` (each ``[N, cell]``, or ``[N, 2, cell]`` with the value function's own LSTM: the two
+    towers stacked, so each layer of both is one numpy call), the LSTM also reading the previous
+    action (one-hot if Discrete) and reward where ``prev_action`` / ``prev_reward``."""
+    separate = "vf_lstm.weight_ih_l0" in weights
+    body = NumpyMLP.of(weights, "pi_body", activation)
+    if separate:  # [2, N, width]: each tower's body; each LSTM and head then reads its own
+        body = NumpyMLP.stacked(body, NumpyMLP.of(weights, "vf_body", activation))
+    lstm = NumpyLSTM(weights, ["pi_lstm", "vf_lstm"] if separate else ["pi_lstm"])
+    heads = NumpyMLP.stacked(NumpyMLP.of(weights, "pi_head"), NumpyMLP.of(weights, "vf_head"))
+    one_hot = np.eye(previous_width(action_space), dtype=np.float32) \
+        if prev_action and isinstance(action_space, gym.spaces.Discrete) else None
+    head = _policy_head(weights, action_space)
+    draw = head.draw
+    net, columns = (mask.net, mask.mask) if mask is not None else (slice(None), None)
+
+    def act(obs: np.ndarray, state: State, streams: RandomStreams, explore: bool, prev: Previous = None) -> Acting:
+        features = body(obs if columns is None else obs[:, net])
+        if prev_action or prev_reward:
+            assert prev is not None, "this network reads the previous actions and rewards"
+            actions, rewards = prev
+            extra = [one_hot[actions] if one_hot is not None else actions.reshape(len(obs), -1)] if prev_action else []
+            extra += [rewards.reshape(len(obs), 1)] if prev_reward else []
+            more = np.concatenate(extra, axis=1, dtype=np.float32)
+            features = np.concatenate([features, np.broadcast_to(more, (*features.shape[:-1], more.shape[1]))], -1)
+        if separate:  # the environments' states are [N, 2, cell]: the towers' [2, N, cell] as views
+            h, c = lstm(features, state[0].swapaxes(0, 1), state[1].swapaxes(0, 1))
+            state_out = [h.swapaxes(0, 1), c.swapaxes(0, 1)]
+        else:
+            h, c = lstm(features, state[0], state[1])
+            state_out = [h, c]
+        out = heads(h)  # [2, N, width]: the policy's outputs, the value in column 0
+        logits = out[0] if columns is None else masked_logits(out[0], obs[:, columns])
+        return draw(logits, streams, explore), logits, out[1, :, 0], state_out
+    return Twin(act, head.log_prob)
 
 
 def q_network_twin(weights: Mapping[str, np.ndarray], activation: str, mask: ObsMask | None = None) -> Twin:
@@ -497,7 +610,7 @@ def q_network_twin(weights: Mapping[str, np.ndarray], activation: str, mask: Obs
     draw = head.draw
     net, columns = (mask.net, mask.mask) if mask is not None else (slice(None), None)
 
-    def act(obs: np.ndarray, state: State, streams: RandomStreams, explore: bool) -> Acting:
+    def act(obs: np.ndarray, state: State, streams: RandomStreams, explore: bool, prev: Previous = None) -> Acting:
         features = body(obs if columns is None else obs[:, net])
         q = q_head(features)
         if value_head is not None:
@@ -525,6 +638,14 @@ class NumpyActor:
         self.build: Callable[[Mapping[str, np.ndarray]], Twin] = (
             (lambda weights: actor_critic_twin(weights, activation, action_space, mask)) if network == "actor_critic"
             else (lambda weights: q_network_twin(weights, activation, mask)))
+        self.state_shapes: list[tuple[int, ...]] = []
+        self.reads_prev = False
+        if model.use_lstm:
+            prev_action, prev_reward = model.lstm_use_prev_action, model.lstm_use_prev_reward
+            self.build = lambda weights: lstm_actor_critic_twin(weights, activation, action_space, mask,
+                                                                prev_action, prev_reward)
+            self.state_shapes = [(model.lstm_cell_size,) if model.vf_share_layers else (2, model.lstm_cell_size)] * 2
+            self.reads_prev = prev_action or prev_reward
         self._twin: Twin | None = None
 
     def load(self, flat: np.ndarray) -> None:
@@ -534,13 +655,14 @@ class NumpyActor:
         self._twin = self.build(weights)
 
     def initial_state(self) -> State:
-        """As :meth:`volley.models.Policy.initial_state`: an MLP has no recurrent state."""
-        return []
+        """As :meth:`volley.models.Policy.initial_state`: zeros of an LSTM's ``[h, c]``; ``[]`` for an MLP."""
+        return [np.zeros(shape, np.float32) for shape in self.state_shapes]
 
-    def act(self, obs: np.ndarray, state: State, streams: RandomStreams, explore: bool) -> Acting:
+    def act(self, obs: np.ndarray, state: State, streams: RandomStreams, explore: bool,
+            prev: Previous = None) -> Acting:
         """As :meth:`volley.models.Policy.act`."""
         assert self._twin is not None, "load() the weights before acting"
-        return self._twin.act(obs, state, streams, explore)
+        return self._twin.act(obs, state, streams, explore, prev)
 
     def log_prob(self, dist_inputs: np.ndarray, actions: np.ndarray) -> np.ndarray:
         """Log-probabilities of ``actions`` ``[...]`` from the distribution inputs acting returned."""

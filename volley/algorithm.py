@@ -23,8 +23,9 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from volley.acting import zero_actions
 from volley.callbacks import EpisodeMetrics, Hooks, LearnerMetrics, result_of
-from volley.catalog import build_policy, check_trainable
+from volley.catalog import build_policy
 from volley.checkpoint import (
     SavedCheckpoint,
     flatten_optimizer,
@@ -41,6 +42,7 @@ from volley.optim import Optimizer
 from volley.rllib_results import DEFAULT_POLICY, evaluation_views, training_views
 from volley.rollout.batch import Batch
 from volley.rollout.filters import FilterStats, RunningStats, make_filter
+from volley.rollout.sequences import Sequences
 from volley.rollout.worker import EnvStreams, RolloutWorker, SampleResult
 from volley.schedules import value_at
 from volley.spaces import action_layout
@@ -130,7 +132,6 @@ class Algorithm(ABC):
         self.preprocess, policy = build_policy(self.observation_space, self.action_space, config.model,
                                                config.network, config.head_hiddens,
                                                action_mask_key=config.action_mask_key)
-        check_trainable(policy, config.model)
         self.policy = policy.to(self.device)
         torch.set_num_threads(self.learner_threads())
         mask = self.preprocess.mask
@@ -252,6 +253,12 @@ class Algorithm(ABC):
         self._next_sample = start_sampling()
         self._sample_time += time.perf_counter() - start
         return self._learn_on(Batch.concat([result.batch for result in results]))
+
+    def sequences(self, batch: Batch, keys: tuple[str, ...] | None = None) -> Sequences:
+        """The learner's view of ``batch`` (its columns ``keys``, default all), as tensors on the
+        learner's device: its rows, or a recurrent policy's padded sequences with their states and
+        mask (``volley.rollout.sequences``)."""
+        return Sequences.of(batch, keys).map(lambda array: torch.as_tensor(array, device=self.device))
 
     def _learn_on(self, batch: Batch) -> Batch:
         """The batch the learner trains on next, after the callbacks' ``on_learn_on_batch``."""
@@ -488,18 +495,35 @@ class Algorithm(ABC):
         self.hooks("on_evaluate_end", algorithm=self, evaluation_metrics=evaluation)
         return evaluation
 
-    def compute_single_action(self, obs: Any, explore: bool = False) -> Any:
+    def compute_single_action(self, observation: Any = None, state: list | None = None, *,
+                              prev_action: Any = None, prev_reward: float | None = None,
+                              explore: bool = False, full_fetch: bool = False,
+                              policy_id: str = DEFAULT_POLICY) -> Any:
         """The action for one observation (the most likely one unless ``explore``), as the
         environment receives it (``normalize_actions``, ``clip_actions``), as in RLlib; drawn as
-        the workers draw theirs (:meth:`Policy.act`), with a custom model in eval mode."""
-        problem = _structure_problem(self.observation_space, obs)
+        the workers draw theirs (:meth:`Policy.act`), with a custom model in eval mode.
+
+        A recurrent policy (``use_lstm``, a recurrent custom model) needs its ``state``: start an
+        episode from ``algo.get_policy().get_initial_state()`` and pass each call the state the
+        last one returned (and with ``lstm_use_prev_action`` / ``_reward`` the previous action and
+        the environment's reward: ``prev_action``, ``prev_reward``; none at an episode start).
+        With a state, or ``full_fetch``, it returns RLlib's ``(action, state_out, extra)``:
+        ``extra`` holds ``vf_preds``, ``action_dist_inputs``, ``action_logp`` and ``action_prob``."""
+        problem = _structure_problem(self.observation_space, observation)
         if problem is not None:
             hint = (f" (an environment's action_masks() is observed as {{{self.config.action_mask_key!r}: "
                     "env.action_masks(), 'observations': obs}: pass that)"
                     if self.preprocess.mask is not None else "")
             raise VolleyError(f"compute_single_action: the observation {problem}, not the structure of the "
                               f"observation space {self.observation_space}{hint}")
-        processed = self.obs_filter(self.preprocess(_batch_of_one(obs), 1), update=False)
+        policy = self.get_policy(policy_id)
+        state_in = _state_of_one(state, policy.initial_state())
+        prev = None
+        if policy.reads_prev:
+            zeros = zero_actions(self.action_space, 1)  # the flat layout of actions in batches
+            action = zeros if prev_action is None else np.asarray(prev_action, zeros.dtype).reshape(zeros.shape)
+            prev = (action, np.array([prev_reward or 0.0], np.float32))
+        processed = self.obs_filter(self.preprocess(_batch_of_one(observation), 1), update=False)
         mask = self.preprocess.mask
         if mask is not None:  # a mask of the caller's: checked as the workers check the environments'
             mask_problem = action_layout(self.action_space).mask_problem(processed[:, mask.mask], np.ones(1, bool))
@@ -507,14 +531,20 @@ class Algorithm(ABC):
                 raise VolleyError(f"compute_single_action: the action mask {processed[0, mask.mask]} (observation "
                                   f"key {self.config.action_mask_key!r}): {mask_problem[1]}")
         streams = self.__dict__.setdefault("_single_streams", EnvStreams(self.config.seed, [EVAL_SEED_OFFSET - 1]))
-        training = self.policy.training
-        self.policy.eval()
+        training = policy.training
+        policy.eval()
         try:
-            action = self.policy.act(processed, [], streams, explore)[0]
+            actions, dist_inputs, values, state_out = policy.act(processed, state_in, streams, explore, prev)
         finally:
-            self.policy.train(training)
+            policy.train(training)
         cfg = self.config
-        return env_actions(action, self.action_space, cfg.normalize_actions, cfg.clip_actions)[0]
+        action = env_actions(actions, self.action_space, cfg.normalize_actions, cfg.clip_actions)[0]
+        if not state and not full_fetch:
+            return action
+        logp = policy.log_prob(dist_inputs, actions)[0]
+        extra = {"vf_preds": values[0], "action_dist_inputs": dist_inputs[0], "action_logp": logp,
+                 "action_prob": np.exp(logp)}
+        return action, [s[0] for s in state_out], extra
 
     # -- RLlib's policy API: one policy, "default_policy" ------------------------------------
 
@@ -683,6 +713,27 @@ def _structure_problem(space: gym.Space, obs: Any) -> str | None:
         return next((p for sub, o in zip(space.spaces, obs, strict=True)
                      if (p := _structure_problem(sub, o)) is not None), None)
     return None
+
+
+def _state_of_one(state: list | None, initial: list[np.ndarray]) -> list[np.ndarray]:
+    """``state`` as a batch of one, each part checked against the shape of the policy's initial
+    state; a VolleyError naming the part that does not fit."""
+    if initial and state is None:
+        raise VolleyError(f"the policy is recurrent: compute_single_action needs its state, "
+                          f"state=algo.get_policy().get_initial_state() at an episode start ({len(initial)} "
+                          f"arrays of shapes {[tuple(s.shape) for s in initial]}), then the state_out it returned")
+    given = list(state or [])
+    if len(given) != len(initial):
+        raise VolleyError(f"compute_single_action got a state of {len(given)} arrays; this policy's has "
+                          f"{len(initial)} (get_policy().get_initial_state())")
+    batched = []
+    for k, (part, expected) in enumerate(zip(given, initial, strict=True)):
+        array = np.asarray(part.detach().cpu() if hasattr(part, "detach") else part, np.float32)
+        if array.shape != expected.shape:
+            raise VolleyError(f"compute_single_action got state[{k}] of shape {array.shape}; this policy's "
+                              f"state[{k}] has shape {expected.shape} (get_policy().get_initial_state())")
+        batched.append(array[None])
+    return batched
 
 
 def _batch_of_one(obs: Any) -> Any:

@@ -158,24 +158,30 @@ def rate(step: Any, steps_per_call: int, seconds: float) -> float:
     return calls * steps_per_call / elapsed
 
 
+# the policies the sampler benchmark compares, beside volley's MLP (64x64 tanh, separate policy and
+# value bodies, acting in numpy): RLlib's FullyConnectedNetwork given as a custom model (the same
+# layers, acting in torch), and an LSTM of 64 cells on each body (acting in numpy, storing a state
+# at each sequence start)
+VARIANTS = {"custom model": {"custom_model": "volley.modelv2:FullyConnectedNetwork"},
+            "LSTM 64": {"use_lstm": True, "lstm_cell_size": 64}}
+
+
 def sampling_worker(env: str, num_envs: int, overrides: dict[str, Any],
-                    custom_model: bool = False) -> tuple[Any, Any, int]:
+                    variant: str = "") -> tuple[Any, Any, int]:
     """A PPO rollout worker as a Ray worker has it, the learner's weights, and the steps of one
-    ``worker.sample(weights, None)``; torch on one thread, as in every worker. With
-    ``custom_model``, the policy is RLlib's ``FullyConnectedNetwork`` given as a custom model: the
-    built-in MLP's layers (64x64 tanh, separate policy and value bodies), acting in torch."""
+    ``worker.sample(weights, None)``; torch on one thread, as in every worker. ``variant``: one of
+    :data:`VARIANTS` in place of volley's MLP."""
     import torch
 
     from volley.algorithms.ppo import PPO, PPOConfig
     from volley.catalog import build_policy
-    from volley.modelv2 import FullyConnectedNetwork
     from volley.rollout.worker import RolloutWorker
 
     torch.set_num_threads(1)
     config = PPOConfig().environment(env).rollouts(num_envs_per_worker=num_envs).update(
         train_batch_size=2048, **overrides)
-    if custom_model:
-        config.training(model={"custom_model": FullyConnectedNetwork})
+    if variant:
+        config.training(model=VARIANTS[variant])
     plan = config.plan(num_workers=1)
     worker = RolloutWorker(config, 0, PPO.postprocess, plan=plan)
     # the learner's weights, built apart: the worker acts as a Ray worker does (an MLP in numpy,
@@ -186,16 +192,16 @@ def sampling_worker(env: str, num_envs: int, overrides: dict[str, Any],
 
 
 def measure_sampler(env: str, num_envs: int, overrides: dict[str, Any], seconds: float = 5.0,
-                    custom_model: bool = False) -> SamplerRow:
-    """One :class:`SamplerRow`; each part runs for about ``seconds`` with torch on one thread (with
-    ``custom_model``, see :func:`sampling_worker`)."""
-    worker, weights, steps = sampling_worker(env, num_envs, overrides, custom_model)
+                    variant: str = "") -> SamplerRow:
+    """One :class:`SamplerRow`; each part runs for about ``seconds`` with torch on one thread (the
+    policy: ``variant``, see :func:`sampling_worker`)."""
+    worker, weights, steps = sampling_worker(env, num_envs, overrides, variant)
     volley = rate(lambda: worker.sample(weights, None), steps, seconds)
     assert worker.observations is not None
     obs = worker.obs_filter(worker.observations, update=False)
     forward = rate(lambda: worker.act(obs, True), num_envs, seconds)
     worker.env.close()
-    name = f"{env} (custom model)" if custom_model else env
+    name = f"{env} ({variant})" if variant else env
     return SamplerRow(name, num_envs, raw_env_rate(env, num_envs, seconds), forward, volley)
 
 

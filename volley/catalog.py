@@ -1,8 +1,9 @@
 """The catalog: (observation space, action space, model config) → a network behind one interface.
 
 :func:`build_policy` is the one place a network is made, for the learner and for every worker:
-volley's own MLP or Nature CNN (:mod:`volley.models`; an MLP acts through its numpy twin), or a
-user's custom model (:mod:`volley.modelv2`, RLlib's ``ModelV2`` protocol; it acts in torch).
+volley's own MLP or Nature CNN (:mod:`volley.models`; an MLP acts through its numpy twin),
+either with an LSTM on it (``use_lstm``, :mod:`volley.recurrent`), or a user's custom model
+(:mod:`volley.modelv2`, RLlib's ``ModelV2`` protocol; it acts in torch).
 Each is a :class:`volley.models.Policy`: distribution inputs, values and a recurrent state
 (``[]`` for a feed-forward network).
 
@@ -34,6 +35,7 @@ from volley.modelv2 import (
     model_observation_space,
 )
 from volley.named import CUSTOM_ACTION_DISTS, CUSTOM_MODELS, NamedObjects
+from volley.recurrent import LSTMActorCritic
 
 
 class ModelCatalog:
@@ -143,15 +145,6 @@ def construct(model_class: type, obs_space: gym.Space, action_space: gym.Space, 
     return model
 
 
-def check_trainable(policy: Policy, model: ModelConfig) -> None:
-    """A ConfigError for a network volley's learners cannot train yet: a recurrent one (a custom
-    model whose ``get_initial_state()`` is not empty: sequences come with issue 34). Workers
-    already act with one, carrying each environment's state."""
-    if policy.initial_state():
-        raise ConfigError(f"custom model {model.custom_model!r} is recurrent (get_initial_state() is not "
-                          "empty): volley's algorithms train feed-forward networks only so far")
-
-
 def build_policy(obs_space: gym.Space, action_space: gym.Space, model: ModelConfig,
                  network: NetworkKind = "actor_critic", head_hiddens: Sequence[int] = (),
                  model_class: type | None = None, *, action_mask_key: str = "action_mask",
@@ -181,7 +174,8 @@ def build_policy(obs_space: gym.Space, action_space: gym.Space, model: ModelConf
     elif network == "actor_critic":
         custom_dist = None if dist_class is None else (
             dist_class, required_outputs(dist_class, action_space, model_config_dict(model)))
-        policy = ActorCritic(pre.net_shape, pre.is_image, action_space, model, pre.mask, custom_dist)
+        kind = LSTMActorCritic if model.use_lstm else ActorCritic
+        policy = kind(pre.net_shape, pre.is_image, action_space, model, pre.mask, custom_dist)
     else:
         body, n_feat = trunk(pre.net_shape, pre.is_image, model)
         policy = QNetwork(body, n_feat, action_space, model, dueling=network == "dueling_q", hiddens=head_hiddens,

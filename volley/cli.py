@@ -202,6 +202,9 @@ def build_parser() -> argparse.ArgumentParser:
     sampler.add_argument("--custom-model", action="store_true",
                          help="each vector environment also with RLlib's FullyConnectedNetwork as a custom "
                          "model (the built-in MLP's layers, acting in torch), in the row below its own")
+    sampler.add_argument("--lstm", action="store_true",
+                         help="each vector environment also with an LSTM of 64 cells on its 64x64 MLP "
+                         "(use_lstm), in the row below its own; by default CartPole with 1 and 16 envs")
 
     commands.add_parser("presets", help="the tuned presets and the results measured with them")
 
@@ -500,16 +503,18 @@ def _bench(args: argparse.Namespace) -> int:
 
     if args.bench == "sampler":
         cases = [case for case in SAMPLER_CASES if args.env is None or case[0] in args.env]
+        if args.lstm and args.env is None:  # a recurrent policy's cost over one env and over a vector
+            cases = [("CartPole-v1", 1, {}), ("CartPole-v1", 16, {})]
         for env in args.env or []:
             check_env_id(env)
             if env not in [case[0] for case in SAMPLER_CASES]:
                 cases.append((env, 1, {}))
+        variants = [name for name, asked in (("custom model", args.custom_model), ("LSTM 64", args.lstm)) if asked]
         rows = []
         for env, n, keys in cases:
             rows.append(measure_sampler(env, n, keys, args.seconds))
             pixels = env.startswith("ALE/") and "-ram" not in env  # the CNN: no MLP to copy
-            if args.custom_model and not pixels:
-                rows.append(measure_sampler(env, n, keys, args.seconds, custom_model=True))
+            rows += [measure_sampler(env, n, keys, args.seconds, variant) for variant in variants if not pixels]
         print(sampler_table(rows))
         return 0
 

@@ -59,6 +59,17 @@ class ModelConfig:
         default=False, metadata={"help": "share the MLP body between policy and value (CNNs always share)"})
     log_std_init: float = field(
         default=0.0, metadata={"help": "initial log standard deviation of a Gaussian policy"})
+    use_lstm: bool = field(
+        default=False, metadata={"help": "an LSTM between the MLP or CNN and the heads (RLlib's key; PPO, "
+                                 "PG, TRPO): trained on sequences of at most max_seq_len steps"})
+    lstm_cell_size: int = field(default=256, metadata={"help": "the LSTM's hidden and cell size"})
+    max_seq_len: int = field(
+        default=20, metadata={"help": "steps per training sequence of a recurrent network (use_lstm or a "
+                              "recurrent custom model): the learner unrolls it from the state stored there"})
+    lstm_use_prev_action: bool = field(
+        default=False, metadata={"help": "the LSTM also reads the previous action (one-hot for Discrete; a float Box's values)"})
+    lstm_use_prev_reward: bool = field(
+        default=False, metadata={"help": "the LSTM also reads the previous reward (the environment's)"})
     custom_model: str | None = field(
         default=None, metadata={"help": "a TorchModelV2 class (kept as 'module:QualName') or a name given to "
                                 "ModelCatalog.register_custom_model; None: volley's own network"})
@@ -75,6 +86,22 @@ class ModelConfig:
         default="orthogonal",
         metadata={"help": "weights of the MLP and the heads: 'orthogonal' (gain √2, policy head 0.01; "
                           "PPO's) or 'normal' (N(0, 1/fan_in) on every layer; Karpathy's Pong)"})
+
+    def validate(self, algo_name: str, network: NetworkKind) -> None:
+        """A ConfigError naming the first model key out of range or unfit for ``algo_name``."""
+        for i, width in enumerate(self.fcnet_hiddens):
+            if width <= 0:
+                raise ConfigError(f"model.fcnet_hiddens[{i}] must be > 0, got {width}")
+        for key in ("lstm_cell_size", "max_seq_len"):
+            if getattr(self, key) <= 0:
+                raise ConfigError(f"config key 'model.{key}' must be > 0, got {getattr(self, key)!r}")
+        if self.use_lstm and network != "actor_critic":
+            raise ConfigError(f"model.use_lstm=True is not supported by {algo_name}: it trains feed-forward "
+                              "Q-networks on replayed steps; recurrent networks train with ppo, pg and trpo")
+        if self.use_lstm and self.custom_model is not None:
+            raise ConfigError(f"model.use_lstm=True with custom_model={self.custom_model!r}: volley does not "
+                              "wrap a custom model in an LSTM; make the model recurrent itself "
+                              "(get_initial_state() and forward(input_dict, state, seq_lens))")
 
 
 @dataclass(frozen=True)
@@ -413,8 +440,9 @@ class AlgorithmConfig:
                 setattr(model, key, coerce(f"model.{key}", item, hints[key]))
             elif rllib is not None and custom and key not in NOT_PASSED_TO_CUSTOM_MODELS:
                 model.rllib_model_keys = {**model.rllib_model_keys, **coerce(f"model.{key}", {key: item}, dict)}
-            elif rllib is not None:
-                rllib.translate(item)  # RLlib's model keys volley has none of: accepted or refused
+            elif rllib is not None:  # RLlib's model keys volley has none of: accepted, refused or translated
+                for name, translated in rllib.translate(item).get("model", {}).items():
+                    setattr(model, name, coerce(f"model.{key}", translated, hints[name]))
             else:
                 hint = "; a custom model's own options go in custom_model_config" if custom else ""
                 raise ConfigError(f"unknown model key {key!r}{did_you_mean(str(key), hints)}{hint}")
@@ -494,9 +522,7 @@ class AlgorithmConfig:
         check_schedulable("lr", self.lr, positive=True)
         if self.lr_schedule is not None:
             check_schedulable("lr_schedule", self.lr_schedule)
-        for i, width in enumerate(self.model.fcnet_hiddens):
-            if width <= 0:
-                raise ConfigError(f"model.fcnet_hiddens[{i}] must be > 0, got {width}")
+        self.model.validate(self.algo_name, self.network)
         for registry, name in ((CUSTOM_MODELS, self.model.custom_model),
                                (CUSTOM_ACTION_DISTS, self.model.custom_action_dist)):
             if name is not None and registry.find(name) is None:

@@ -123,6 +123,56 @@ class KarpathyPong(gym.Wrapper):
         return difference, reward, terminated, truncated, info
 
 
+class StatelessCartPole(gym.ObservationWrapper):
+    """CartPole without its velocities: the cart's position and the pole's angle only, so that a
+    policy must remember earlier observations to balance (RLlib's ``StatelessCartPole``). With
+    ``keep_shape`` the velocities are zeros instead of gone: rl-zoo's ``CartPoleNoVel`` (its
+    ``MaskVelocityWrapper``). Registered as ``StatelessCartPole-v1`` and ``CartPoleNoVel-v1``,
+    each with a numpy vector of its own (CartPole's, its observations cut)."""
+
+    KEPT = np.array([0, 2])  # x, theta; x_dot and theta_dot (1, 3) are the velocities
+
+    def __init__(self, env: gym.Env, keep_shape: bool = False) -> None:
+        super().__init__(env)
+        self.cut = _velocity_cut(keep_shape)
+        self.observation_space = self.cut(env.observation_space)
+
+    def observation(self, observation: np.ndarray) -> np.ndarray:
+        return self.cut(observation)
+
+
+def _velocity_cut(keep_shape: bool) -> Callable[[Any], Any]:
+    """CartPole's observations (or a Box of them, or a batch) without the velocities."""
+    def cut(obs: Any) -> Any:
+        if isinstance(obs, gym.spaces.Box):  # rl-zoo's keeps the space's bounds
+            return obs if keep_shape else gym.spaces.Box(cut(obs.low), cut(obs.high), dtype=obs.dtype)
+        if keep_shape:
+            return np.where([True, False, True, False], obs, obs.dtype.type(0))
+        return obs[..., StatelessCartPole.KEPT]
+    return cut
+
+
+def stateless_cartpole(keep_shape: bool = False, **kwargs: Any) -> gym.Env:
+    from gymnasium.envs.classic_control.cartpole import CartPoleEnv
+
+    return StatelessCartPole(CartPoleEnv(**kwargs), keep_shape)
+
+
+def stateless_cartpole_vector(num_envs: int, keep_shape: bool = False, **kwargs: Any) -> gym.vector.VectorEnv:
+    from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
+    from gymnasium.wrappers.vector import TransformObservation
+
+    env = CartPoleVectorEnv(num_envs=num_envs, **kwargs)
+    cut = _velocity_cut(keep_shape)
+    return TransformObservation(env, cut, cut(env.observation_space), cut(env.single_observation_space))
+
+
+for _name, _keep in (("StatelessCartPole-v1", False), ("CartPoleNoVel-v1", True)):
+    if _name not in gym.registry:  # rl-zoo3 registers CartPoleNoVel-v1 too, where it was imported first
+        gym.register(_name, entry_point=stateless_cartpole, vector_entry_point="volley.envs:stateless_cartpole_vector",
+                     max_episode_steps=500, reward_threshold=475.0, kwargs={"keep_shape": _keep})
+
+
 def _atari_vector_env(env: str, num_envs: int, preprocessing: str, env_config: dict) -> gym.vector.VectorEnv:
     from ale_py.vector_env import AtariVectorEnv
 

@@ -33,6 +33,7 @@ from volley.acting import (
     Acting,
     Head,
     ObsMask,
+    Previous,
     RandomStreams,
     State,
     Twin,
@@ -58,6 +59,9 @@ from volley.distributions import (
 from volley.distributions import DiagGaussian as DiagGaussian
 from volley.errors import VolleyError
 from volley.spaces import action_layout
+
+# a batch's previous actions and rewards, for a recurrent network that reads them (acting.Previous)
+TorchPrevious = tuple[torch.Tensor, torch.Tensor] | None
 
 # -- networks --------------------------------------------------------------------------------
 
@@ -150,6 +154,8 @@ class Policy(nn.Module):
     - its weights travel between processes as one flat float32 vector.
     """
 
+    reads_prev = False  # whether its outputs read each row's previous action and reward (``prev``)
+
     def get_flat_weights(self) -> np.ndarray:
         """All parameters as one float32 vector (what workers receive)."""
         return nn.utils.parameters_to_vector(self.parameters()).detach().cpu().numpy()
@@ -166,14 +172,16 @@ class Policy(nn.Module):
         dimension (RLlib's ``get_initial_state()``); ``[]`` for a feed-forward network."""
         return []
 
-    def act(self, obs: np.ndarray, state: State, streams: RandomStreams, explore: bool) -> Acting:
+    def act(self, obs: np.ndarray, state: State, streams: RandomStreams, explore: bool,
+            prev: Previous = None) -> Acting:
         """Actions for a batch of (filtered) observations ``[B, *obs_shape]`` and the environments'
-        ``state`` (each array ``[B, ...]``): sampled with each environment's own stream when
-        ``explore``, else the most likely; with the inputs of their distribution (see
-        :meth:`log_prob`), the values and the state after this step. An MLP acts through its
-        numpy twin, rebuilt whenever the weights changed (set here, or changed in place:
-        loaded, or stepped by an optimizer)."""
-        return self._current_twin().act(obs, state, streams, explore)
+        ``state`` (each array ``[B, ...]``; ``prev``: their previous actions and rewards, for a
+        network that reads them): sampled with each environment's own stream when ``explore``,
+        else the most likely; with the inputs of their distribution (see :meth:`log_prob`), the
+        values and the state after this step. An MLP acts through its numpy twin, rebuilt
+        whenever the weights changed (set here, or changed in place: loaded, or stepped by an
+        optimizer)."""
+        return self._current_twin().act(obs, state, streams, explore, prev)
 
     def log_prob(self, dist_inputs: np.ndarray, actions: np.ndarray) -> np.ndarray:
         """Log-probabilities of ``actions`` ``[...]`` under the distributions whose inputs
@@ -205,23 +213,30 @@ class Policy(nn.Module):
         head = self.numpy_head()
         device = next(self.parameters()).device
 
-        def act(obs: np.ndarray, state: State, streams: RandomStreams, explore: bool) -> Acting:
+        def act(obs: np.ndarray, state: State, streams: RandomStreams, explore: bool,
+                prev: Previous = None) -> Acting:
             with torch.no_grad():
                 state_in = [torch.as_tensor(s, device=device) for s in state]
                 # RLlib's acting: sequences of one step each when the network is recurrent
                 seq_lens = torch.ones(len(obs), dtype=torch.int32, device=device) if state else None
+                prev_in = None if prev is None else (torch.as_tensor(prev[0], device=device),
+                                                     torch.as_tensor(prev[1], device=device))
                 dist_inputs, values, state_out = self.outputs(torch.as_tensor(obs, device=device), state_in,
-                                                              seq_lens)
+                                                              seq_lens, prev_in)
             inputs = dist_inputs.cpu().numpy()
             return (head.draw(inputs, streams, explore), inputs, values.cpu().numpy(),
                     [s.cpu().numpy() for s in state_out])
         return Twin(act, head.log_prob)
 
     def outputs(self, obs: torch.Tensor, state: Sequence[torch.Tensor] = (),
-                seq_lens: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+                seq_lens: torch.Tensor | None = None, prev: TorchPrevious = None
+                ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
         """The distribution's inputs, the values ``[B]`` and the state after these observations
-        ``[B, *obs_shape]`` (``state``: each tensor ``[B, ...]``; ``seq_lens``: how many of the rows
-        each sequence holds, for a recurrent network that learns on sequences)."""
+        ``[B, *obs_shape]``. A recurrent network reads them as ``len(seq_lens)`` sequences of ``T``
+        rows each, padded (``B = len(seq_lens) · T``, RLlib's layout; acting: ``T = 1``), each
+        starting from its row of ``state`` (each tensor ``[len(seq_lens), ...]``), and with
+        ``prev`` each row's previous action and reward where it reads them; a feed-forward
+        network ignores all three."""
         raise NotImplementedError
 
     def distribution_of(self, dist_inputs: torch.Tensor) -> Distribution:
@@ -229,10 +244,15 @@ class Policy(nn.Module):
         raise NotImplementedError
 
     def forward(self, obs: torch.Tensor, state: Sequence[torch.Tensor] = (),
-                seq_lens: torch.Tensor | None = None) -> tuple[Distribution, torch.Tensor]:
-        """Action distribution and values ``[B]`` for observations ``[B, *obs_shape]``."""
-        dist_inputs, values, _ = self.outputs(obs, state, seq_lens)
+                seq_lens: torch.Tensor | None = None, prev: TorchPrevious = None) -> tuple[Distribution, torch.Tensor]:
+        """Action distribution and values ``[B]`` for observations ``[B, *obs_shape]`` (the other
+        arguments as :meth:`outputs`)."""
+        dist_inputs, values, _ = self.outputs(obs, state, seq_lens, prev)
         return self.distribution_of(dist_inputs), values
+
+    def get_initial_state(self) -> State:
+        """RLlib's name of :meth:`initial_state` (``algo.get_policy().get_initial_state()``)."""
+        return self.initial_state()
 
     def get_weights(self) -> dict[str, np.ndarray]:
         """Every tensor of the network by name, as numpy copies (RLlib's ``policy.get_weights()``)."""
@@ -257,11 +277,13 @@ class ActorCriticPolicy(Policy):
     """A policy with a value function beside it: what PPO, PG and TRPO train. PG and TRPO step the
     policy and fit the value function apart, so it also gives each alone and their parameters."""
 
-    def distribution(self, obs: torch.Tensor) -> Distribution:
+    def distribution(self, obs: torch.Tensor, state: Sequence[torch.Tensor] = (),
+                     seq_lens: torch.Tensor | None = None, prev: TorchPrevious = None) -> Distribution:
         """The action distribution alone: what a policy step reads (TRPO's, PG's)."""
         raise NotImplementedError
 
-    def value(self, obs: torch.Tensor) -> torch.Tensor:
+    def value(self, obs: torch.Tensor, state: Sequence[torch.Tensor] = (),
+              seq_lens: torch.Tensor | None = None, prev: TorchPrevious = None) -> torch.Tensor:
         """The values ``[B]`` alone: what a value-function fit reads."""
         raise NotImplementedError
 
@@ -302,27 +324,39 @@ class ActorCritic(ActorCriticPolicy):
         self.activation = model.fcnet_activation
         self.pi_body, n_feat = trunk(obs_shape, is_image, model)
         self.vf_body = None if is_image or model.vf_share_layers else trunk(obs_shape, False, model)[0]
+        n_feat = self.add_memory(n_feat, action_space, model)
         self.pi_head = _layer(n_feat, n_out, 0.01, model.fcnet_init)
         self.vf_head = _layer(n_feat, 1, 1.0, model.fcnet_init)
         self.log_std = nn.Parameter(torch.full((n_log_std,), model.log_std_init)) if n_log_std else None
 
+    def add_memory(self, n_feat: int, action_space: gym.Space, model: ModelConfig) -> int:
+        """Layers between the bodies and the heads (a recurrent network's LSTM); the width the heads
+        read. None here: the heads read the bodies' ``n_feat`` features."""
+        return n_feat
+
     def outputs(self, obs: torch.Tensor, state: Sequence[torch.Tensor] = (),
-                seq_lens: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+                seq_lens: torch.Tensor | None = None, prev: TorchPrevious = None
+                ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
         """Logits (or the Gaussian's mean) and values; feed-forward, so no state."""
         net, mask = split_mask(obs, self.mask)
         features = self.pi_body(net)
         value_features = features if self.vf_body is None else self.vf_body(net)
-        logits = self.pi_head(features)
-        return logits if mask is None else masked(logits, mask), self.vf_head(value_features).squeeze(-1), []
+        return self.policy_head(features, mask), self.vf_head(value_features).squeeze(-1), []
 
-    def distribution(self, obs: torch.Tensor) -> Distribution:
+    def distribution(self, obs: torch.Tensor, state: Sequence[torch.Tensor] = (),
+                     seq_lens: torch.Tensor | None = None, prev: TorchPrevious = None) -> Distribution:
         """The action distribution alone: what a policy step reads (TRPO's, PG's), without the
         value network's forward pass over the whole batch."""
         net, mask = split_mask(obs, self.mask)
-        logits = self.pi_head(self.pi_body(net))
-        return self.distribution_of(logits if mask is None else masked(logits, mask))
+        return self.distribution_of(self.policy_head(self.pi_body(net), mask))
 
-    def value(self, obs: torch.Tensor) -> torch.Tensor:
+    def policy_head(self, features: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """The distribution's inputs from the policy's features, the logits ``mask`` forbids masked."""
+        logits = self.pi_head(features)
+        return logits if mask is None else masked(logits, mask)
+
+    def value(self, obs: torch.Tensor, state: Sequence[torch.Tensor] = (),
+              seq_lens: torch.Tensor | None = None, prev: TorchPrevious = None) -> torch.Tensor:
         """The values ``[B]`` alone: what a value-function fit reads, without the policy's."""
         net = split_mask(obs, self.mask)[0]
         return self.vf_head(self.pi_body(net) if self.vf_body is None else self.vf_body(net)).squeeze(-1)
@@ -388,7 +422,8 @@ class QNetwork(Policy):
         return q if mask is None else masked(q, mask)
 
     def outputs(self, obs: torch.Tensor, state: Sequence[torch.Tensor] = (),
-                seq_lens: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+                seq_lens: torch.Tensor | None = None, prev: TorchPrevious = None
+                ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
         """Q-values and the greedy values ``max_a Q``; feed-forward, so no state."""
         q = self.q_values(obs)
         return q, q.max(-1).values, []

@@ -3,8 +3,9 @@
 A custom model subclasses :class:`TorchModelV2` and ``nn.Module``; it is built as
 ``cls(obs_space, action_space, num_outputs, model_config, name, **custom_model_config)``,
 its ``forward(input_dict, state, seq_lens)`` returns ``(outputs, state)`` and its
-``value_function()`` the values ``[B]`` of the last forward pass. As in RLlib,
-``input_dict["obs"]`` holds the observation in its original structure (a Dict or Tuple
+``value_function()`` the values ``[B]`` of the last forward pass; a recurrent one also has
+``get_initial_state()`` and reads its rows as padded sequences (:func:`add_time_dimension`,
+:class:`RecurrentNetwork`). As in RLlib, ``input_dict["obs"]`` holds the observation in its original structure (a Dict or Tuple
 observation restored from volley's flat preprocessed one: Discrete parts one-hot, Box parts
 in their own shape) and ``input_dict["obs_flat"]`` the flat one.
 
@@ -39,7 +40,8 @@ from volley.distributions import (
     masked,
 )
 from volley.errors import ConfigError
-from volley.models import ActorCriticPolicy
+from volley.models import ActorCriticPolicy, TorchPrevious
+from volley.recurrent import zero_previous
 from volley.spaces import action_layout
 
 # RLlib's defaults (2.9, MODEL_DEFAULTS) of the model keys a custom model may read; its
@@ -201,6 +203,37 @@ class TorchModelV2:
         return self.time_major is True
 
 
+def add_time_dimension(padded_inputs: torch.Tensor, *, seq_lens: torch.Tensor, framework: str = "torch",
+                       time_major: bool = False) -> torch.Tensor:
+    """Rows ``[S·T, ...]`` of ``len(seq_lens)`` padded sequences as ``[S, T, ...]`` (``[T, S, ...]``
+    with ``time_major``): RLlib's function, what a recurrent model's ``forward`` calls."""
+    if framework != "torch":
+        raise ConfigError(f"add_time_dimension(framework={framework!r}): volley's models are torch only")
+    count = len(seq_lens)
+    batched = padded_inputs.reshape(count, len(padded_inputs) // count, *padded_inputs.shape[1:])
+    return batched.transpose(0, 1) if time_major else batched
+
+
+class RecurrentNetwork(TorchModelV2):
+    """RLlib's helper for a recurrent custom model: override :meth:`forward_rnn`, which gets the
+    flat observations with a time dimension ``[S, T, obs_size]``, the state (each ``[S, ...]``) and
+    ``seq_lens``, and returns outputs ``[S, T, num_outputs]`` and the state after them; and
+    :meth:`get_initial_state` and :meth:`value_function` (``[S·T]``)."""
+
+    def forward(self, input_dict: dict[str, Any], state: list[torch.Tensor],
+                seq_lens: torch.Tensor | None) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        if seq_lens is None:  # rows without sequences: one step each
+            seq_lens = torch.ones(len(input_dict["obs_flat"]), dtype=torch.int32)
+        inputs = add_time_dimension(input_dict["obs_flat"].float(), seq_lens=seq_lens)
+        output, new_state = self.forward_rnn(inputs, state, seq_lens)
+        return output.reshape(-1, self.num_outputs), new_state
+
+    def forward_rnn(self, inputs: torch.Tensor, state: list[torch.Tensor],
+                    seq_lens: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """The outputs ``[S, T, num_outputs]`` and the state after each sequence."""
+        raise NotImplementedError
+
+
 def _linear(n_in: int, n_out: int, gain: float) -> nn.Linear:
     """volley's own initialisation (orthogonal; Huang et al., 2022), where RLlib uses normc."""
     layer = nn.Linear(n_in, n_out)
@@ -317,11 +350,14 @@ class _ModelV2Input(nn.Module):
     def _outputs_and_values(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         raise NotImplementedError
 
-    def call_model(self, obs: torch.Tensor, state: Sequence[torch.Tensor],
-                   seq_lens: torch.Tensor | None) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    def call_model(self, obs: torch.Tensor, state: Sequence[torch.Tensor], seq_lens: torch.Tensor | None,
+                   prev: TorchPrevious = None) -> tuple[torch.Tensor, list[torch.Tensor]]:
         if self.box_shape is not None:
             obs = obs.reshape(len(obs), *self.box_shape)
-        outputs, state_out = self.model({"obs": obs, "is_training": self.training}, list(state), seq_lens)
+        input_dict = {"obs": obs, "is_training": self.training}
+        if prev is not None:  # lstm_use_prev_action / _reward set: RLlib's view requirements' names
+            input_dict["prev_actions"], input_dict["prev_rewards"] = prev
+        outputs, state_out = self.model(input_dict, list(state), seq_lens)
         if not isinstance(outputs, torch.Tensor) or outputs.shape != (len(obs), self.model.num_outputs):
             shape = tuple(outputs.shape) if isinstance(outputs, torch.Tensor) else type(outputs).__name__
             raise ConfigError(f"custom model {self.name} returned outputs of shape {shape}: expected "
@@ -352,14 +388,25 @@ class ModelV2ActorCritic(_ModelV2Input, ActorCriticPolicy):
         self.expected = (self.layout.describe_inputs(log_stds=True) if custom_dist is None else
                          f"what custom action dist {custom_dist.__name__} requires (required_model_output_shape)")
         self._split: tuple[list[nn.Parameter], list[nn.Parameter]] | None = None
+        self.recurrent = bool(model.get_initial_state())
+        self.action_space = action_space
+        # RLlib's view requirements of an LSTM: the previous action and reward in input_dict
+        self.reads_prev = bool(model.model_config.get("lstm_use_prev_action")
+                               or model.model_config.get("lstm_use_prev_reward"))
 
     def initial_state(self) -> State:
         return [np.asarray(s.detach().cpu() if isinstance(s, torch.Tensor) else s)
                 for s in self.model.get_initial_state()]
 
     def outputs(self, obs: torch.Tensor, state: Sequence[torch.Tensor] = (),
-                seq_lens: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
-        outputs, state_out = self.call_model(obs, state, seq_lens)
+                seq_lens: torch.Tensor | None = None, prev: TorchPrevious = None
+                ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+        if not state and self.recurrent:  # rows without a state: each a sequence of one from the start
+            state = [torch.as_tensor(s, device=obs.device).expand(len(obs), *s.shape) for s in self.initial_state()]
+            seq_lens = torch.ones(len(obs), dtype=torch.int32, device=obs.device)
+        if prev is None and self.reads_prev:
+            prev = zero_previous(self.action_space, len(obs), obs.device)
+        outputs, state_out = self.call_model(obs, state, seq_lens, prev)
         values = self.model.value_function()
         if not isinstance(values, torch.Tensor) or values.shape != (len(obs),):
             shape = tuple(values.shape) if isinstance(values, torch.Tensor) else type(values).__name__
@@ -379,16 +426,16 @@ class ModelV2ActorCritic(_ModelV2Input, ActorCriticPolicy):
             return CustomDistribution(self.custom_dist, dist_inputs, self.model, self.layout)
         return action_distribution(self.layout, dist_inputs, None)
 
-    def distribution(self, obs: torch.Tensor) -> Distribution:
-        return self.distribution_of(self.outputs(obs)[0])
+    def distribution(self, obs: torch.Tensor, state: Sequence[torch.Tensor] = (),
+                     seq_lens: torch.Tensor | None = None, prev: TorchPrevious = None) -> Distribution:
+        return self.distribution_of(self.outputs(obs, state, seq_lens, prev)[0])
 
-    def value(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.outputs(obs)[1]
+    def value(self, obs: torch.Tensor, state: Sequence[torch.Tensor] = (),
+              seq_lens: torch.Tensor | None = None, prev: TorchPrevious = None) -> torch.Tensor:
+        return self.outputs(obs, state, seq_lens, prev)[1]
 
     def _outputs_and_values(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-        state = [torch.as_tensor(s, device=obs.device).expand(len(obs), *s.shape) for s in self.initial_state()]
-        seq_lens = torch.ones(len(obs), dtype=torch.int32, device=obs.device) if state else None
-        outputs, values, _ = self.outputs(obs, state, seq_lens)
+        outputs, values, _ = self.outputs(obs)
         return outputs, values
 
     def _parameters_by_use(self) -> tuple[list[nn.Parameter], list[nn.Parameter]]:

@@ -12,7 +12,7 @@ configs take is an entry of :data:`RLLIB_KEYS`, in one of four kinds:
 - **translated**: a value that becomes several volley keys (``replay_buffer_config``,
   ``exploration_config``);
 - **accepted** values and **refused** ones: where a value asks for what volley does
-  anyway (``num_gpus_per_worker=0``, ``model={"use_lstm": False}``) it changes nothing;
+  anyway (``num_gpus_per_worker=0``, ``model={"use_attention": False}``) it changes nothing;
   any other value is refused in one line naming the key, saying that volley does not
   support it and what to use instead. A key is never silently dropped, and a real RLlib
   key is never "unknown".
@@ -204,7 +204,20 @@ def _callbacks_class(value: Any) -> dict[str, Any]:
     return {"callbacks_class": None if value in rllib_defaults("callbacks") else value}
 
 
-ONLY_LSTM = "only used with use_lstm or use_attention, which volley refuses"
+
+
+def model_key(name: str, doc: str, example: Any) -> RLlibKey:
+    """A key of ``model={...}`` that is a field of volley's ``ModelConfig`` under RLlib's name."""
+    return translated(f"model.{name}", ("model",), lambda value: {"model": {name: value}}, ("model",),
+                      f"`model.{name}`: {doc}", example=example)
+
+
+def _prev_action_reward(value: Any) -> dict[str, Any]:
+    """RLlib's deprecated ``lstm_use_prev_action_reward``: both of its newer keys."""
+    flag = _flag("model['lstm_use_prev_action_reward']", value)
+    return {"model": {"lstm_use_prev_action": flag, "lstm_use_prev_reward": flag}}
+
+
 # RLlib's newer callbacks(on_...=function) arguments (the new stack's hooks)
 CALLBACKS = ("on_algorithm_init", "on_train_result", "on_evaluate_start", "on_evaluate_end",
              "on_episode_created", "on_episode_start", "on_episode_step", "on_episode_end",
@@ -536,14 +549,22 @@ RLLIB_KEYS: list[RLlibKey] = [
     refused("rl_module_spec", ("rl_module",), "volley builds its networks from model (ModelConfig); "
             "custom RLModules are not supported", allowed=(None,), example="spec"),
     # model={...}
-    refused("model.use_lstm", ("model",), "volley's networks are feed-forward; stack frames instead "
-            "(ALE ids stack 4)"),
-    refused("model.use_attention", ("model",), "volley's networks are feed-forward; stack frames "
-            "instead (ALE ids stack 4)"),
-    accepted("model.lstm_cell_size", ("model",), ONLY_LSTM, example=256),
-    accepted("model.max_seq_len", ("model",), ONLY_LSTM, example=20),
-    accepted("model.lstm_use_prev_action", ("model",), ONLY_LSTM, example=True),
-    accepted("model.lstm_use_prev_reward", ("model",), ONLY_LSTM, example=True),
+    model_key("use_lstm", "an LSTM of `lstm_cell_size` between the MLP (or Nature CNN) and the heads, the "
+              "value function's own unless `vf_share_layers`; trained on sequences of up to `max_seq_len` steps "
+              "from the states the workers stored ([algorithms/ppo.md](algorithms/ppo.md)); PPO, PG and TRPO "
+              "(DQN, Ape-X, IMPALA and APPO refuse it); every action space, action mask and custom_action_dist "
+              "of the feed-forward network", example=True),
+    model_key("lstm_cell_size", "the LSTM's hidden and cell size", example=64),
+    model_key("max_seq_len", "the longest sequence the learner replays, for use_lstm and recurrent custom "
+              "models", example=10),
+    model_key("lstm_use_prev_action", "the LSTM also reads the previous action (one-hot when Discrete, a float Box's values; other spaces are refused)",
+              example=True),
+    model_key("lstm_use_prev_reward", "the LSTM also reads the environment's previous reward", example=True),
+    refused("model.use_attention", ("model",), "volley's recurrent networks are LSTMs; use use_lstm=True "
+            "(or stack frames: ALE ids stack 4)"),
+    translated("model.lstm_use_prev_action_reward", ("model",), _prev_action_reward, ("model",),
+               "RLlib's older key: True sets `lstm_use_prev_action` and `lstm_use_prev_reward`",
+               example=True),
     refused("model.conv_filters", ("model",), "volley's image network is the Nature CNN (three conv "
             "layers and 512 units)", allowed=(None,), example=[[16, [4, 4], 2]]),
     refused("model.conv_activation", ("model",), "the Nature CNN uses relu", allowed=("relu",),
@@ -584,8 +605,9 @@ RLLIB_KEYS += [stored_as(entry, f"_{entry.name}") for entry in list(RLLIB_KEYS) 
     "module_to_env_connector", "learner_connector", "train_batch_size_per_learner")]
 
 # RLlib's model keys that change what volley builds around a custom model, so are never just passed
-# to it: refused as volley's own networks refuse them (recurrent wrappers come with issue 34)
-NOT_PASSED_TO_CUSTOM_MODELS = ("use_lstm", "use_attention")
+# to it: refused as volley's own networks refuse them (use_lstm and custom_action_dist are fields:
+# ModelConfig.validate refuses use_lstm beside a custom model)
+NOT_PASSED_TO_CUSTOM_MODELS = ("use_attention",)
 
 
 def _passed_to_custom_models(entries: list[RLlibKey]) -> list[RLlibKey]:

@@ -298,7 +298,7 @@ INTERNAL: list[tuple[tuple[str, ...], str, tuple[str, ...]]] = [
         "model.fcnet_bias_initializer", "model.fcnet_bias_initializer_config", "model.conv_kernel_initializer",
         "model.conv_kernel_initializer_config", "model.conv_bias_initializer",
         "model.conv_bias_initializer_config", "model.no_final_linear", "model.log_std_clip_param",
-        "model.custom_preprocessor", "model.encoder_latent_dim", "model.lstm_use_prev_action_reward")),
+        "model.custom_preprocessor", "model.encoder_latent_dim")),
 ]
 
 
@@ -313,7 +313,8 @@ def vectorize_mode(value: Any) -> dict[str, Any]:
 
 
 PPO, DQN, IMPALA = ("ppo",), ("dqn",), ("impala", "appo")
-ONLY_LSTM = "only used with use_lstm or use_attention, which volley refuses"
+LSTM_INIT = ("volley's LSTM is initialized orthogonally, biases zero (CleanRL's ppo_atari_lstm); its heads "
+             "as the MLP's")
 TIMEOUT = "volley waits for its workers without a timeout; a dead one is replaced (fault_tolerance)"
 ONLY_IF = "only used with {}, which volley refuses"
 
@@ -370,7 +371,7 @@ DUMP_KEYS: list[RLlibKey] = [
         "attention_dim", "attention_head_dim", "attention_init_gru_gate_bias", "attention_memory_inference",
         "attention_memory_training", "attention_num_heads", "attention_num_transformer_units",
         "attention_position_wise_mlp_dim", "attention_use_n_prev_actions", "attention_use_n_prev_rewards")],
-    *[accepted(f"model.{name}", ("model",), ONLY_LSTM, example="orthogonal_") for name in (
+    *[refused(f"model.{name}", ("model",), LSTM_INIT, allowed=(None,), example="xavier_uniform_") for name in (
         "lstm_weights_initializer", "lstm_weights_initializer_config", "lstm_bias_initializer",
         "lstm_bias_initializer_config")],
     *[accepted(f"model.{name}", ("model",), "only used with post_fcnet_hiddens", example="orthogonal_")

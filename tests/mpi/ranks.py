@@ -18,6 +18,10 @@
     custom_model          the Dict-observation custom model of examples/custom_model_dict_obs.py,
                           2 iterations in gather mode, then 2 in allreduce mode; prints how far
                           the weights moved and the largest difference between the replicas
+    lstm OUT.npz          an LSTM policy (use_lstm): rank 0 saves the first gathered batch (its
+                          sequences and stored states too) and trains 2 iterations in gather mode,
+                          then 2 in allreduce mode; prints how far the weights moved and the
+                          largest difference between the replicas
     masked                examples/action_masking.py's environment (it raises on a masked action)
                           through RLlib's Dict observation and sb3-contrib's action_masks(), PPO in
                           gather mode, then examples/multidiscrete_actions.py's MultiDiscrete
@@ -173,17 +177,37 @@ def custom_model() -> None:
     for mode in ("gather", "allreduce"):
         config = (example.config(0).rollouts(num_workers="auto", num_envs_per_worker=2)
                   .resources(engine="mpi", mpi_mode=mode).training(train_batch_size=200, minibatch_size=50))
-        with config.build() as algo:
-            if not algo.is_driver:
-                algo.serve_forever()
-                continue
-            start = algo.policy.get_flat_weights()
-            for _ in range(2):
-                algo.train()
-            replicas = algo.workers.replica_weights(algo.policy.get_flat_weights()) if mode == "allreduce" else []
-            print(f"custom {mode} moved {np.abs(algo.policy.get_flat_weights() - start).max():.6f} maxdiff "
-                  f"{float(max([np.abs(w - replicas[0]).max() for w in replicas], default=0.0))!r} "
-                  f"replicas {len(replicas)}", flush=True)
+        train_twice(config, f"custom {mode}")
+
+
+def train_twice(config: PPOConfig, label: str, first_batch: str | None = None) -> None:
+    """Two iterations (rank 0 saving its first batch to ``first_batch``); rank 0 prints ``label``, how
+    far the weights moved and the largest difference between the replicas (allreduce mode)."""
+    with config.build() as algo:
+        if not algo.is_driver:
+            algo.serve_forever()
+            return
+        if first_batch is not None:
+            np.savez(first_batch, **algo.sample())
+        start = algo.policy.get_flat_weights()
+        for _ in range(2):
+            algo.train()
+        allreduce = config.mpi_mode == "allreduce"
+        replicas = algo.workers.replica_weights(algo.policy.get_flat_weights()) if allreduce else []
+        print(f"{label} moved {np.abs(algo.policy.get_flat_weights() - start).max():.6f} maxdiff "
+              f"{float(max([np.abs(w - replicas[0]).max() for w in replicas], default=0.0))!r} "
+              f"replicas {len(replicas)}", flush=True)
+
+
+def lstm_ppo(mode: str = "gather") -> PPOConfig:
+    return ppo(mpi_mode=mode).environment("StatelessCartPole-v1").training(
+        train_batch_size=300, minibatch_size=50, num_epochs=2,
+        model={"use_lstm": True, "lstm_cell_size": 8, "fcnet_hiddens": [16], "max_seq_len": 7})
+
+
+def lstm(out: str) -> None:
+    for mode in ("gather", "allreduce"):
+        train_twice(lstm_ppo(mode), f"lstm {mode}", out if mode == "gather" else None)
 
 
 def example(name: str):
@@ -229,4 +253,4 @@ if __name__ == "__main__":
      "resume_allreduce": resume_allreduce,
      "train_on_rank_1": train_on_rank_1, "callbacks": callbacks,
      "callback_fails_on_rank_1": callback_fails_on_rank_1, "custom_model": custom_model,
-     "masked": masked}[sys.argv[1]](*sys.argv[2:])
+     "lstm": lstm, "masked": masked}[sys.argv[1]](*sys.argv[2:])

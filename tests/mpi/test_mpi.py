@@ -191,6 +191,31 @@ def test_a_custom_model_trains_in_gather_and_allreduce_modes():
     assert lines["allreduce"][5:] == ["0.0", "replicas", "2"]  # bit-for-bit the same on both ranks
 
 
+def test_an_lstm_policy_carries_and_resets_its_state_on_every_rank_in_both_modes(tmp_path):
+    """The gathered first batch equals the local engine's (the same sequences, cut at the same steps,
+    from the same stored states: each rank carries its environments' states and resets them where
+    episodes start), and it trains in gather and allreduce modes, replicas bit-for-bit the same."""
+    out = mpiexec("lstm", str(tmp_path / "lstm.npz"))
+    assert out.returncode == 0, out.stderr[-3000:]
+    sys.path.insert(0, str(RANKS.parent))
+    from ranks import lstm_ppo
+
+    with lstm_ppo().resources(engine="local").rollouts(num_workers=2).build() as local:
+        expected = local.sample()
+    got = np.load(tmp_path / "lstm.npz")
+    assert set(got.files) == set(expected) and {"seq_lens", "state_in_0", "state_in_1"} <= set(got.files)
+    for key in ("obs", "actions", "seq_lens"):
+        np.testing.assert_array_equal(got[key], expected[key], err_msg=key)
+    for key in expected:
+        np.testing.assert_allclose(got[key], expected[key], rtol=1e-6, atol=1e-6, err_msg=key)
+    assert not got["state_in_0"][0].any() and got["state_in_0"].reshape(len(got["seq_lens"]), -1).any(axis=1).sum() > 0
+    lines = {line.split()[1]: line.split() for line in out.stdout.splitlines() if line.startswith("lstm")}
+    assert sorted(lines) == ["allreduce", "gather"]
+    for words in lines.values():
+        assert float(words[3]) > 1e-4
+    assert lines["allreduce"][5:] == ["0.0", "replicas", "2"]
+
+
 def test_masked_and_multidiscrete_actions_gather_on_two_ranks():
     """Each rank's environment raises on a masked action (RLlib's Dict observation, sb3-contrib's
     action_masks()), so a leak on either rank fails the job; rank 0 finds every gathered action

@@ -75,7 +75,7 @@ def test_every_rllib_key_does_what_the_table_says(entry, cls):
 def test_every_algorithm_takes_the_keys_a_tutorial_uses():
     taken = {(e.name, c) for e, c in CASES}
     for name in ("num_gpus_per_learner", "evaluation_sample_timeout_s", "eager_tracing", "log_level",
-                 "min_sample_timesteps_per_iteration", "model.use_lstm", "policies", "callbacks_class"):
+                 "min_sample_timesteps_per_iteration", "model.use_attention", "policies", "callbacks_class"):
         assert all((name, cls) in taken for cls in CONFIGS), name
     assert {(n, c) for n in ("kl_coeff", "kl_target", "clip_param") for c in (PPOConfig,)} <= taken
     assert {(n, c) for n in ("replay_buffer_config", "hiddens", "noisy") for c in (DQNConfig, ApexDQNConfig)} <= taken
@@ -321,7 +321,7 @@ def on_episode_end(*, episode, **kwargs):
 
 @pytest.mark.parametrize(("call", "pattern"), [
     (lambda: PPOConfig().resources(num_gpus_per_worker=1), r"num_gpus_per_worker=1 .* num_gpus gives"),
-    (lambda: PPOConfig().training(model={"use_lstm": True}), r"model\['use_lstm'\]=True .* stack frames"),
+    (lambda: PPOConfig().training(model={"use_attention": True}), r"model\['use_attention'\]=True .* use_lstm=True"),
     (lambda: PPOConfig().multi_agent(policies={"p0", "p1"}), r"policies=.* one policy"),
     (lambda: PPOConfig().callbacks(on_episode_end=on_episode_end),
      r"on_episode_end=.* methods of a DefaultCallbacks subclass .* callbacks_class"),

@@ -104,6 +104,10 @@ class IMPALAConfig(AlgorithmConfig):
         if self.batch_mode != "truncate_episodes":
             raise ConfigError(f"{self.algo_name} learns from fragments of rollout_fragment_length steps: "
                               f"batch_mode must be 'truncate_episodes', got {self.batch_mode!r}")
+        if self.model.use_lstm:
+            raise ConfigError(f"model.use_lstm=True is not supported by {self.algo_name}: its learner trains on "
+                              "fragments step by step, without replaying sequences from stored states; recurrent "
+                              "networks train with ppo, pg and trpo")
 
     def build(self, env: Any = None) -> IMPALA:
         from volley.algorithms.impala import IMPALA

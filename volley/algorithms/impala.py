@@ -45,6 +45,7 @@ from volley.algorithm import Algorithm
 from volley.algorithm_configs import IMPALAConfig
 from volley.engines import StreamingWorkerGroup, StreamSpec, WorkerGroup, make_streaming_group
 from volley.envs import EnvCreator
+from volley.errors import ConfigError
 from volley.models import ActorCritic, Distribution
 from volley.optim import Adam, Optimizer, RMSprop
 from volley.rollout.advantages import explained_variance, vtrace_columns, vtrace_targets
@@ -131,6 +132,10 @@ class IMPALA(Algorithm):
 
     def setup(self) -> None:
         cfg = self.config
+        if self.policy.initial_state():  # as use_lstm (IMPALAConfig.validate): no sequences to replay
+            raise ConfigError(f"custom model {cfg.model.custom_model!r} is recurrent (get_initial_state() is not "
+                              f"empty): {cfg.algo_name}'s learner trains on fragments step by step, without "
+                              "replaying sequences from stored states; recurrent networks train with ppo, pg and trpo")
         lr = self.scheduled("lr")
         self.optimizer: Optimizer = (RMSprop(self.policy.parameters(), lr=lr, alpha=cfg.decay, eps=cfg.epsilon)
                                      if cfg.opt_type == "rmsprop" else Adam(self.policy.parameters(), lr=lr))

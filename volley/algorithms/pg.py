@@ -31,6 +31,7 @@ from volley.models import ActorCriticPolicy
 from volley.optim import RMSprop
 from volley.rollout.advantages import returns_columns
 from volley.rollout.batch import Batch
+from volley.rollout.sequences import Sequences
 
 Pieces = tuple[np.ndarray, np.ndarray | None, np.ndarray]
 
@@ -40,9 +41,10 @@ def gradient_pieces(policy: ActorCriticPolicy, batch: Batch, config: AlgorithmCo
     learner does not standardise over the batch) and the sums ``(N, ΣG, ΣG², ΣG·log π, Σlog π)``:
     all the learner needs for the standardised gradient."""
     params = policy.policy_parameters()
-    logp = policy.distribution(torch.as_tensor(batch["obs"])).log_prob(torch.as_tensor(batch["actions"]))
+    data = Sequences.of(batch).map(torch.as_tensor)
+    logp = policy.distribution(**data.inputs).log_prob(data["actions"])
     returns = torch.as_tensor(batch["returns"])
-    weighted, plain = (returns * logp).sum(), logp.sum()
+    weighted, plain = data.sum(data["returns"] * logp), data.sum(logp)
     needs_g0 = cast(PGConfig, config).standardizes_batch
     g1 = torch.autograd.grad(weighted, params, retain_graph=needs_g0)
     g0 = torch.autograd.grad(plain, params) if needs_g0 else None
@@ -95,10 +97,10 @@ class PG(Algorithm):
         """``-Σ_t A_t · log π(a_t|s_t)`` with A the standardised returns (mode "samples")."""
         returns = torch.as_tensor(batch["returns"], dtype=torch.float64, device=self.device)
         mean, scale = self._standardizer(len(returns), returns.sum().item(), (returns**2).sum().item())
-        advantages = ((returns - mean) / scale).float()
-        dist = self.policy.distribution(torch.as_tensor(batch["obs"], device=self.device))
-        logp = dist.log_prob(torch.as_tensor(batch["actions"], device=self.device))
-        return -(advantages * logp).sum()
+        data = self.sequences(batch, ("obs", "actions", "returns"))  # rows, or padded sequences
+        advantages = ((data["returns"].double() - mean) / scale).float()
+        logp = self.policy.distribution(**data.inputs).log_prob(data["actions"])
+        return -data.sum(advantages * logp)
 
     def combine_gradients(self, pieces: list[Pieces]) -> float:
         """Set the policy's gradient from the workers' pieces (mode "gradients"); return the loss."""

@@ -16,9 +16,11 @@ import torch
 
 from volley.algorithm import Algorithm
 from volley.algorithm_configs import PPOConfig
+from volley.errors import ConfigError
 from volley.optim import Adam
 from volley.rollout.advantages import explained_variance, gae_columns
 from volley.rollout.batch import Batch
+from volley.rollout.sequences import Sequences
 
 
 def adapt_kl_coeff(kl_coeff: float, sampled_kl: float, kl_target: float) -> float:
@@ -46,6 +48,11 @@ class PPO(Algorithm):
     postprocess = staticmethod(gae_columns)  # worker-side: GAE advantages and value targets
 
     def setup(self) -> None:
+        max_seq_len = self.config.model.max_seq_len
+        if self.policy.initial_state() and self.config.minibatch_size < max_seq_len:
+            raise ConfigError(f"minibatch_size={self.config.minibatch_size} is smaller than model.max_seq_len="
+                              f"{max_seq_len}: a recurrent policy's minibatches are whole sequences of up to "
+                              "max_seq_len steps")
         self.optimizer = Adam(self.policy.parameters(), lr=self.scheduled("lr"), eps=1e-5)
         self.entropy_coeff = self.scheduled("entropy_coeff")
         self.kl_coeff = self.config.kl_coeff  # the adaptive KL penalty's current weight
@@ -71,23 +78,23 @@ class PPO(Algorithm):
         estimator, which is also the ``kl`` reported; RLlib computes it from the whole old
         distribution)."""
         cfg = self.config
-        tensors = {k: torch.as_tensor(v, device=self.device) for k, v in batch.items()}
+        data = self.sequences(batch)  # rows, or a recurrent policy's padded sequences
         stats: list[torch.Tensor] = []  # per SGD step: policy loss, vf loss, entropy, kl, clip fraction
         epochs_done = 0
         for _ in range(cfg.num_epochs):
-            for mb in Batch.minibatches(tensors, cfg.minibatch_size, self.rng):
-                dist, values = self.policy(mb["obs"])
+            for mb in data.minibatches(cfg.minibatch_size, self.rng):
+                dist, values = self.policy(**mb.inputs)
                 logp = dist.log_prob(mb["actions"])
                 log_ratio = logp - mb["logp"]
                 ratio = log_ratio.exp()
                 adv = mb["advantages"]
-                if cfg.normalize_advantages and len(adv) > 1:
-                    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-                policy_loss = torch.max(-adv * ratio,
-                                        -adv * ratio.clamp(1 - cfg.clip_param, 1 + cfg.clip_param)).mean()
-                vf_loss = self._value_loss(values, mb["values"], mb["value_targets"])
-                entropy = dist.entropy().mean()
-                kl = ((ratio - 1) - log_ratio).mean()
+                if cfg.normalize_advantages and mb.steps > 1:
+                    adv = mb.standardized(adv)
+                policy_loss = mb.mean(torch.max(-adv * ratio,
+                                                -adv * ratio.clamp(1 - cfg.clip_param, 1 + cfg.clip_param)))
+                vf_loss = self._value_loss(values, mb["values"], mb["value_targets"], mb)
+                entropy = mb.mean(dist.entropy())
+                kl = mb.mean((ratio - 1) - log_ratio)
                 loss = policy_loss + cfg.vf_loss_coeff * vf_loss - self.entropy_coeff * entropy
                 if self.kl_penalty:
                     loss = loss + self.kl_coeff * kl
@@ -97,7 +104,7 @@ class PPO(Algorithm):
                 self.optimizer_step(self.optimizer, loss, cfg.grad_clip)
 
                 with torch.no_grad():
-                    clipped = ((ratio - 1).abs() > cfg.clip_param).float().mean()
+                    clipped = mb.mean(((ratio - 1).abs() > cfg.clip_param).float())
                     stats.append(torch.stack([policy_loss, vf_loss, entropy, kl, clipped]))
             epochs_done += 1
             if cfg.target_kl is not None and stats[-1][3] > cfg.target_kl:
@@ -113,14 +120,14 @@ class PPO(Algorithm):
         """Whether the loss has the KL penalty: ``use_kl_loss`` and a weight to start from, as in RLlib."""
         return self.config.use_kl_loss and self.config.kl_coeff > 0
 
-    def _value_loss(self, values: torch.Tensor, old_values: torch.Tensor,
-                    targets: torch.Tensor) -> torch.Tensor:
+    def _value_loss(self, values: torch.Tensor, old_values: torch.Tensor, targets: torch.Tensor,
+                    mb: Sequences) -> torch.Tensor:
         clip = self.config.vf_clip_param
         loss = (values - targets) ** 2
         if clip is not None:  # PPO2's clipped value loss
             clipped = old_values + (values - old_values).clamp(-clip, clip)
             loss = torch.max(loss, (clipped - targets) ** 2)
-        return 0.5 * loss.mean()
+        return 0.5 * mb.mean(loss)
 
     def extra_state(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
         return {}, {"kl_coeff": self.kl_coeff}

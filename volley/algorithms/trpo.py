@@ -65,20 +65,19 @@ class TRPO(Algorithm):
         every ``sub_sampling_factor``-th row of the batch (every row by default)."""
         cfg = self.config
         params = self.policy.policy_parameters()
-        rows = batch.slice(slice(None, None, cfg.sub_sampling_factor))
-        obs = torch.as_tensor(rows["obs"], device=self.device)
-        actions = torch.as_tensor(rows["actions"], device=self.device)
-        advantages = torch.as_tensor(rows["advantages"], device=self.device)
-        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        # every k-th row (or sequence) of the batch's rows (or a recurrent policy's padded sequences)
+        data = self.sequences(batch, ("obs", "actions", "advantages")).every(cfg.sub_sampling_factor)
+        actions = data["actions"]
+        advantages = data.standardized(data["advantages"])
         with torch.no_grad():
-            old_dist = self.policy.distribution(obs)
+            old_dist = self.policy.distribution(**data.inputs)
         old_logp = old_dist.log_prob(actions)
 
         def surrogate_and_kl() -> tuple[torch.Tensor, torch.Tensor, Distribution]:
-            dist = self.policy.distribution(obs)
+            dist = self.policy.distribution(**data.inputs)
             ratio = (dist.log_prob(actions) - old_logp).exp()
             kl = old_dist.kl(dist)  # one policy's: always the same kind
-            return (ratio * advantages).mean(), kl.mean(), dist
+            return data.mean(ratio * advantages), data.mean(kl), dist
 
         # natural gradient: s = F⁻¹ g by conjugate gradient, F the KL's Hessian
         surrogate, _, dist = surrogate_and_kl()
@@ -87,7 +86,7 @@ class TRPO(Algorithm):
             return {"policy_loss": -surrogate.item(), "surrogate_improvement": 0.0, "kl": 0.0,
                     "entropy": math.nan, "line_search_fraction": 0.0}
         fvp = fisher_vector_product(
-            dist.inputs, lambda inputs: old_dist.kl(dist.with_inputs(*inputs)).mean(),
+            dist.inputs, lambda inputs: data.mean(old_dist.kl(dist.with_inputs(*inputs))),
             params, cfg.cg_damping)
         direction = conjugate_gradient(fvp, gradient, cfg.cg_iters)
         # largest step along s with ½ sᵀF s = max_kl
@@ -107,7 +106,7 @@ class TRPO(Algorithm):
             new_surrogate, new_kl, dist = surrogate_and_kl()
         return {"policy_loss": -new_surrogate.item(),
                 "surrogate_improvement": new_surrogate.item() - surrogate.item(),
-                "kl": new_kl.item(), "entropy": dist.entropy().mean().item(),
+                "kl": new_kl.item(), "entropy": data.mean(dist.entropy()).item(),
                 "line_search_fraction": fraction}
 
     def update_value_function(self, batch: Batch) -> dict[str, float]:
@@ -117,19 +116,18 @@ class TRPO(Algorithm):
         the workers used for GAE) and after it, as modular_rl does.
         """
         cfg = self.config
-        obs = torch.as_tensor(batch["obs"], device=self.device)
-        targets = torch.as_tensor(batch["value_targets"], device=self.device)
+        data = self.sequences(batch, ("obs", "value_targets"))
         losses = []
         for _ in range(cfg.vf_epochs):
-            for mb in Batch.minibatches({"obs": obs, "targets": targets}, cfg.vf_minibatch_size, self.rng):
-                values = self.policy.value(mb["obs"])
-                vf_loss = ((values - mb["targets"]) ** 2).mean()
+            for mb in data.minibatches(cfg.vf_minibatch_size, self.rng):
+                values = self.policy.value(**mb.inputs)
+                vf_loss = mb.mean((values - mb["value_targets"]) ** 2)
                 self.vf_optimizer.zero_grad()
                 vf_loss.backward()
                 self.optimizer_step(self.vf_optimizer, vf_loss, cfg.grad_clip)
                 losses.append(vf_loss.item())
         with torch.no_grad():
-            values_after = self.policy.value(obs)
+            values_after = data.real(self.policy.value(**data.inputs))
         return {"vf_loss": float(np.mean(losses)),
                 "ev_before": explained_variance(batch["values"], batch["value_targets"]),
                 "ev_after": explained_variance(values_after.cpu().numpy(), batch["value_targets"])}

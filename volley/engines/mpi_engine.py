@@ -48,6 +48,7 @@ from volley.envs import EnvCreator
 from volley.errors import ConfigError, VolleyError
 from volley.rollout.batch import Batch
 from volley.rollout.filters import FilterStats, RunningStats
+from volley.rollout.sequences import truncated
 from volley.rollout.worker import Postprocess, SampleResult
 
 STOP, CALL, TRAIN, WEIGHTS = "stop", "call", "train", "weights"
@@ -338,22 +339,23 @@ class AllreduceGroup(MPIWorkerGroup):
             result.filter_delta = merged
         shortest = self.comm.allreduce(len(result.batch), op=MPI.MIN)
         if len(result.batch) > shortest:
-            result.batch = result.batch.slice(slice(0, shortest))
+            result.batch = truncated(result.batch, shortest)
 
 
 def gather_batches(comm: Any, batch: Batch) -> list[Batch]:
     """Each rank's batch at rank 0 (``[]`` elsewhere), column by column with ``Gatherv``.
 
-    Columns travel as raw bytes: no pickling, one message per column, and any dtype.
+    Columns travel as raw bytes: no pickling, one message per column, and any dtype. Each has
+    its own length (a recurrent batch's per-sequence columns are shorter).
     """
     rank = comm.Get_rank()
-    rows = comm.gather(len(batch), root=0)
+    lengths = comm.gather({key: len(column) for key, column in batch.items()}, root=0)
     gathered: dict[str, list[np.ndarray]] = {}
     for key in sorted(batch):
         local = np.ascontiguousarray(batch[key])
         row_bytes = local[:1].nbytes if len(local) else int(np.prod(local.shape[1:])) * local.itemsize
         if rank == 0:
-            counts = [n * row_bytes for n in rows]
+            counts = [each[key] * row_bytes for each in lengths]
             received = np.empty(sum(counts), np.uint8)
             comm.Gatherv(local.view(np.uint8).reshape(-1), [received, counts], root=0)
             pieces = np.split(received, np.cumsum(counts)[:-1])
@@ -362,4 +364,4 @@ def gather_batches(comm: Any, batch: Batch) -> list[Batch]:
             comm.Gatherv(local.view(np.uint8).reshape(-1), None, root=0)
     if rank != 0:
         return []
-    return [Batch({key: gathered[key][r] for key in gathered}) for r in range(len(rows))]
+    return [Batch({key: gathered[key][r] for key in gathered}) for r in range(len(lengths))]

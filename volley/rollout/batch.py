@@ -7,12 +7,22 @@ from typing import Any
 
 import numpy as np
 
+SEQ_LENS = "seq_lens"
+STATE_IN = "state_in_"
+
+
+def is_per_sequence(key: str) -> bool:
+    """Whether a batch column holds a row per sequence (``seq_lens``, ``state_in_k``), not per step."""
+    return key == SEQ_LENS or key.startswith(STATE_IN)
+
 
 class Batch(dict[str, np.ndarray]):
-    """Columns such as ``obs`` ``[B, *obs_shape]``, ``actions``, ``advantages``, all of length B."""
+    """Columns such as ``obs`` ``[B, *obs_shape]``, ``actions``, ``advantages``, all of length B:
+    one row per step. A recurrent policy's batch also has a row per sequence in ``seq_lens`` and
+    ``state_in_0``, ``state_in_1``, ... (RLlib's columns; :mod:`volley.rollout.sequences`)."""
 
-    def __len__(self) -> int:  # rows, not columns
-        return len(next(iter(self.values()))) if dict.__len__(self) else 0
+    def __len__(self) -> int:  # steps, not columns
+        return next((len(column) for key, column in self.items() if not is_per_sequence(key)), 0)
 
     @property
     def count(self) -> int:
@@ -25,6 +35,8 @@ class Batch(dict[str, np.ndarray]):
         return Batch({key: np.concatenate([b[key] for b in batches]) for key in batches[0]})
 
     def slice(self, index: np.ndarray | slice) -> Batch:
+        """These rows of a batch of steps (``volley.rollout.sequences.truncated`` cuts a recurrent one)."""
+        assert SEQ_LENS not in self, "a recurrent batch is cut by whole sequences"
         return Batch({key: value[index] for key, value in self.items()})
 
     @staticmethod

@@ -31,7 +31,15 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 import numpy as np
 
-from volley.acting import Acting, NumpyActor, ObsPreprocessor, State, find_action_mask
+from volley.acting import (
+    Acting,
+    NumpyActor,
+    ObsPreprocessor,
+    Previous,
+    State,
+    find_action_mask,
+    zero_actions,
+)
 from volley.callbacks import EPISODE_HOOKS, DefaultCallbacks, EpisodeRecord, Hooks
 from volley.config import AlgorithmConfig, RolloutPlan
 from volley.envs import (
@@ -49,6 +57,7 @@ from volley.named import CUSTOM_ACTION_DISTS, CUSTOM_MODELS
 from volley.rollout.batch import Batch
 from volley.rollout.episodes import EpisodeTracker, sub_environments_created
 from volley.rollout.filters import FilterStats, RewardNormalizer, make_filter
+from volley.rollout.sequences import PREVIOUS, stored_states
 from volley.spaces import action_layout
 
 if TYPE_CHECKING:
@@ -177,8 +186,11 @@ class RolloutWorker:
         self._policy: Policy | None = None
         # each environment's recurrent state, one array [N, ...] per tensor of the network's state:
         # fed to every forward pass, reset to the initial state where an episode starts; [] for a
-        # feed-forward network (every built-in one)
+        # feed-forward network. The arrays are replaced each step, never changed in place, so a
+        # fragment keeps each step's state by reference (volley.rollout.sequences)
         self._state: State = []
+        # each environment's previous action and reward, for a network that reads them (else None)
+        self._prev: Previous = None
         self._weights: np.ndarray | None = None  # the flat weights last loaded
         self.obs_filter = make_filter(config.observation_filter, self.preprocess.shape, None if mask is None else mask.mask)
         self.reward_filter = RewardNormalizer(self.num_envs, config.gamma) if config.normalize_rewards else None
@@ -229,7 +241,7 @@ class RolloutWorker:
     def act(self, obs: np.ndarray, explore: bool) -> Acting:
         """Actions, the inputs of their distribution, the values and the next recurrent state for
         (filtered) observations ``obs`` and the environments' current state (left as it is)."""
-        return self._acting.act(obs, self._state, self.streams, explore)
+        return self._acting.act(obs, self._state, self.streams, explore, self._prev)
 
     def _initial_state(self) -> State:
         """Every environment's state at an episode start, ``[N, ...]`` per tensor (``[]``: feed-forward)."""
@@ -242,6 +254,13 @@ class RolloutWorker:
             return state
         return [np.where(fresh.reshape(-1, *[1] * (s.ndim - 1)), s0, s)
                 for s, s0 in zip(state, self._initial_state(), strict=True)]
+
+    def _no_previous(self) -> Previous:
+        """Every environment's previous action and reward at an episode start (zeros), where the
+        network reads them; else None."""
+        if not self._acting.reads_prev:
+            return None
+        return zero_actions(self.action_space, self.num_envs), np.zeros(self.num_envs, np.float32)
 
     def log_prob(self, dist_inputs: np.ndarray, actions: np.ndarray) -> np.ndarray:
         """Log-probabilities of ``actions`` from the distribution inputs :meth:`act` returned."""
@@ -273,6 +292,7 @@ class RolloutWorker:
         failed = self._failures(obs, None, infos)
         self._obs = obs if failed is None else self._recover(failed, obs, None)[0]
         self._state = self._initial_state()
+        self._prev = self._no_previous()
         self._autoreset[:] = False
         self._episode_return[:] = 0.0
         self._episode_length[:] = 0
@@ -332,9 +352,15 @@ class RolloutWorker:
         # a reset step's observation ended an episode (its value bootstraps it): the state carries
         # into it, and the next one, the new episode's first, starts afresh, as after a failure
         self._state = self._carry_state(state, ~valid) if state else state
-        return {"obs": obs, "actions": actions_np, "dist_inputs": dist_inputs, "values": values,
+        step = {"obs": obs, "actions": actions_np, "dist_inputs": dist_inputs, "values": values,
                 "rewards": self._training_rewards(rewards, valid, ended, training),
-                "terminated": terminated, "truncated": truncated, "valid": valid}, failed
+                "terminated": terminated, "truncated": truncated, "valid": valid}
+        if self._prev is not None:  # what this step read; the next reads this step's action and reward
+            step["prev_actions"], step["prev_rewards"] = self._prev
+            fresh = ~valid
+            self._prev = (np.where(fresh.reshape(-1, *[1] * (actions_np.ndim - 1)), 0, actions_np),
+                          np.where(fresh, np.float32(0), rewards))
+        return step, failed
 
     def _check_masks(self) -> None:
         """An EnvError naming the environment and the mask if an action mask of the observations about
@@ -438,8 +464,9 @@ class RolloutWorker:
         self._episode_length[self._autoreset] = 0
 
     def _rollout(self, complete_episodes: bool, min_episodes: int | None = None
-                 ) -> tuple[dict[str, np.ndarray], list, list, list]:
-        """Step until the fragment is full (or ``min_episodes`` have ended); columns ``[T, N, ...]``."""
+                 ) -> tuple[dict[str, np.ndarray], list, list, list, list[State]]:
+        """Step until the fragment is full (or ``min_episodes`` have ended); columns ``[T, N, ...]``,
+        and the state each step acted with (a recurrent network's; else [])."""
         complete_episodes = complete_episodes or min_episodes is not None
         if self._obs is None or complete_episodes:
             self._reset()
@@ -451,7 +478,10 @@ class RolloutWorker:
         collected = 0
         pending = np.zeros(self.num_envs, np.int64)  # steps of the unfinished episode, per env
         episode_start = np.zeros(self.num_envs, np.int64)  # where in `steps` it began, per env
+        states: list[State] = []
         while True:
+            if self._state:
+                states.append(self._state)
             step, failed = self._step_all(training=True, explore=self.config.explore)
             steps.append(step)
             if failed is not None:  # drop the failed envs' unfinished episodes
@@ -495,7 +525,7 @@ class RolloutWorker:
         if complete_episodes:  # drop steps of episodes still running at the end
             ends = columns["terminated"] | columns["truncated"]
             columns["valid"] &= np.flip(np.logical_or.accumulate(np.flip(ends, 0), axis=0), 0)
-        return columns, returns, lengths, records
+        return columns, returns, lengths, records, states
 
     def _load(self, weights: np.ndarray, filters: FilterStats | None) -> None:
         """Take the learner's weights (unless they are the very array loaded last: a streaming worker
@@ -527,16 +557,18 @@ class RolloutWorker:
         errors_before = self.num_env_errors
         if self.episodes is not None:
             self.episodes.new_fragment()
-        columns, returns, lengths, records = self._rollout(complete, num_episodes)
-        ends = columns["terminated"] | columns["truncated"] if self.hooks.uses("on_postprocess_trajectory") else None
+        columns, returns, lengths, records, states = self._rollout(complete, num_episodes)
+        ends = columns["terminated"] | columns["truncated"]
         steps = int(np.count_nonzero(columns["valid"]))  # a postprocess may add rows (V-trace's bootstrap rows)
-        columns = self.postprocess(columns, self.config)
-        if ends is not None and "bootstrap" in columns:
-            ends = bootstrap_ends(ends, columns["bootstrap"])
+        previous = {key: columns.pop(key) for key in PREVIOUS if key in columns}  # what the network read
+        columns = {**self.postprocess(columns, self.config), **previous}
         valid = columns.pop("valid").T  # [N, T]: env-major keeps each episode contiguous
         batch = Batch({key: env_major(value, valid) for key, value in columns.items()})
-        if ends is not None and self.episodes is not None:
-            self.episodes.trajectories(batch, valid, ends.T)
+        if self.hooks.uses("on_postprocess_trajectory") and self.episodes is not None:
+            trajectory_ends = bootstrap_ends(ends, columns["bootstrap"]) if "bootstrap" in columns else ends
+            self.episodes.trajectories(batch, valid, trajectory_ends.T)
+        if states:  # the sequences the learner replays: their lengths and the states they start from
+            batch.update(stored_states(valid, ends.T, self.config.model.max_seq_len, states))
         self.hooks("on_sample_end", worker=self, samples=batch)
         return SampleResult(batch, np.asarray(returns, np.float32), np.asarray(lengths, np.int64),
                             self._pop_filter_delta(), steps, self.num_env_errors - errors_before, records)
