@@ -18,12 +18,14 @@ if TYPE_CHECKING:
         DQN,
         PG,
         PPO,
+        SAC,
         TRPO,
         ApexDQN,
         ApexDQNConfig,
         DQNConfig,
         PGConfig,
         PPOConfig,
+        SACConfig,
         TRPOConfig,
     )
     from volley.config import AlgorithmConfig, ModelConfig
@@ -35,7 +37,7 @@ _HOMES = {
     "register_env": "volley.envs", **dict.fromkeys(["CheckpointError", "ConfigError", "EnvError",
                                                     "VolleyError"], "volley.errors"),
     **dict.fromkeys(["ApexDQN", "ApexDQNConfig", "DQN", "DQNConfig", "PG", "PGConfig", "PPO", "PPOConfig",
-                     "TRPO", "TRPOConfig"], "volley.algorithms"),
+                     "SAC", "SACConfig", "TRPO", "TRPOConfig"], "volley.algorithms"),
 }
 
 
@@ -47,4 +49,4 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["ApexDQN", "ApexDQNConfig", "DQN", "DQNConfig", "PG", "PGConfig", "PPO", "Algorithm", "AlgorithmConfig", "CheckpointError", "ConfigError", "EnvError",
-           "ModelConfig", "PPOConfig", "TRPO", "TRPOConfig", "VolleyError", "__version__", "register_env"]
+           "ModelConfig", "PPOConfig", "SAC", "SACConfig", "TRPO", "TRPOConfig", "VolleyError", "__version__", "register_env"]

@@ -14,7 +14,7 @@ import dataclasses
 import math
 import os
 import typing
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -22,8 +22,9 @@ from volley.coercion import coerce, type_name
 from volley.errors import ConfigError, did_you_mean, shown
 from volley.rllib_compat import env_name, rllib_key
 
-# The network workers act with: an actor-critic, or Q-values with a linear or dueling head (DQN)
-NetworkKind = Literal["actor_critic", "q", "dueling_q"]
+# The network workers act with: an actor-critic, Q-values with a linear or dueling head (DQN), or
+# a tanh-squashed Gaussian policy (SAC's actor; its critics stay on the learner)
+NetworkKind = Literal["actor_critic", "q", "dueling_q", "squashed_gaussian"]
 
 GROUPS = ("environment", "rollouts", "training", "exploration", "resources", "framework", "debugging",
           "evaluation", "reporting", "fault_tolerance", "learners", "api_stack", "rl_module", "multi_agent",
@@ -96,6 +97,9 @@ class AlgorithmConfig:
         "max_num_env_runner_restarts": "max_worker_restarts",
         "create_env_on_local_worker": "create_env_on_driver",
     }
+    # Stable-Baselines3's names: of one of our keys (a string), or a translation of the value into
+    # ours (a function). Apart from ALIASES, so docs/rllib.md lists RLlib's names only.
+    SB3_KEYS: ClassVar[dict[str, str | Callable[[Any], dict[str, Any]]]] = {}
     algo_name: ClassVar[str] = ""
 
     env: str = option("CartPole-v1", "environment", "Gymnasium id, or a name given to register_env")
@@ -310,17 +314,21 @@ class AlgorithmConfig:
     def _update_group(self, group: str | None, kwargs: dict[str, Any]) -> typing.Self:
         specs = self.field_specs()
         for key, value in kwargs.items():
-            name = self.ALIASES.get(key, key)
+            sb3 = self.SB3_KEYS.get(key)
+            if callable(sb3):
+                self._update_group(group, sb3(value))
+                continue
+            name = self.ALIASES.get(key) or sb3 or key
             rllib = rllib_key(key, self.algo_names())  # RLlib's spellings (docs/rllib.md)
             if rllib is not None and rllib.kind == "same" and name not in specs:
                 rllib = None  # a key of other algorithms' configs
             if name not in specs and rllib is None:
-                known = list(specs) + list(self.ALIASES)
+                known = list(specs) + list(self.ALIASES) + list(self.SB3_KEYS)
                 raise ConfigError(f"unknown config key {key!r} for {type(self).__name__}"
                                   f"{did_you_mean(key, known)}")
             groups = {*(rllib.groups if rllib is not None else ()),
                       *([specs[name][0].metadata["group"]] if name in specs else [])}
-            if group is not None and group not in groups:
+            if group is not None and group not in groups and sb3 is None:  # SB3 has no builder methods
                 raise ConfigError(f"config key {key!r} is set with "
                                   f"{' or '.join(f'.{g}()' for g in sorted(groups))}, not .{group}()")
             if rllib is None or name in specs:
@@ -331,27 +339,28 @@ class AlgorithmConfig:
         return self
 
     def _set(self, label: str, name: str, value: Any, hint: Any) -> None:
-        if name == "model":
-            value = self._merge_model(value)
+        if hint is ModelConfig:  # `model`, and SAC's q_model_config
+            value = self._merge_model(name, value)
         elif name == "env" and not isinstance(value, str):
             value = env_name(value)
         setattr(self, name, coerce(label, value, hint))
 
-    def _merge_model(self, value: Any) -> ModelConfig:
+    def _merge_model(self, name: str, value: Any) -> ModelConfig:
+        """The network settings of key ``name`` with the keys of ``value`` changed, each checked."""
         if isinstance(value, ModelConfig):  # checked key by key like a dict
             value = {f.name: getattr(value, f.name) for f in dataclasses.fields(ModelConfig)}
         if not isinstance(value, dict):
-            raise ConfigError(f"config key 'model' must be a dict, got {shown(value)}")
-        model = copy.deepcopy(self.model)
+            raise ConfigError(f"config key '{name}' must be a dict, got {shown(value)}")
+        model = copy.deepcopy(getattr(self, name))
         hints = typing.get_type_hints(ModelConfig)
         for key, item in value.items():
             rllib = rllib_key(f"model.{key}", self.algo_names())
             if key in hints:
-                setattr(model, key, coerce(f"model.{key}", item, hints[key]))
+                setattr(model, key, coerce(f"{name}.{key}", item, hints[key]))
             elif rllib is not None:
                 rllib.translate(item)  # RLlib's model keys volley has none of: accepted or refused
             else:
-                raise ConfigError(f"unknown model key {key!r}{did_you_mean(str(key), hints)}")
+                raise ConfigError(f"unknown {name} key {key!r}{did_you_mean(str(key), hints)}")
         return model
 
     # -- derived values and checks ------------------------------------------------------------
@@ -487,7 +496,8 @@ class AlgorithmConfig:
 
     def __getitem__(self, key: str) -> Any:
         """``config["lr"]``, as in RLlib: a key's value; an alias or RLlib's name reads its key."""
-        name = self.ALIASES.get(key, key)
+        sb3 = self.SB3_KEYS.get(key)
+        name = self.ALIASES.get(key) or (sb3 if isinstance(sb3, str) else key)
         rllib = rllib_key(key, self.algo_names())
         if rllib is not None and rllib.kind == "renamed":
             name = rllib.sets[0]
@@ -557,13 +567,16 @@ def reference_markdown(cls: type[AlgorithmConfig], keys: Collection[str] | None 
 
     aliases: dict[str, list[str]] = {}
     for alias, name in cls.ALIASES.items():
-        aliases.setdefault(name, []).append(alias)
+        aliases.setdefault(name, []).append(f"`{alias}`")
+    for alias, target in cls.SB3_KEYS.items():
+        if isinstance(target, str):
+            aliases.setdefault(target, []).append(f"SB3's `{alias}`")
     lines = [f"{heading} {cls.__name__}", "", "| key | type | default | set with | meaning |",
              "| --- | --- | --- | --- | --- |"]
     for name, (spec, hint) in cls.field_specs().items():
         if keys is not None and name not in keys:
             continue
-        also = f" (also {', '.join(f'`{a}`' for a in aliases[name])})" if name in aliases else ""
+        also = f" (also {', '.join(aliases[name])})" if name in aliases else ""
         lines.append(f"| `{name}`{also} | {type_name(hint)} | {default_of(spec)} | "
                      f"`.{spec.metadata['group']}()` | {spec.metadata['help']} |")
     lines += ["", f"{heading}# model (ModelConfig)", "", "| key | type | default | meaning |",

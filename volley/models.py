@@ -17,6 +17,7 @@ function for both paths.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -26,6 +27,8 @@ import torch
 from torch import nn
 
 from volley.acting import (
+    LOG_STD_MAX,
+    LOG_STD_MIN,
     Acting,
     ObsPreprocessor,
     RandomStreams,
@@ -36,6 +39,9 @@ from volley.acting import (
     policy_outputs,
     q_network_twin,
     q_outputs,
+    squashed_gaussian_twin,
+    squashed_outputs,
+    uniform_actions,
 )
 from volley.config import ModelConfig, NetworkKind
 from volley.errors import VolleyError
@@ -117,7 +123,48 @@ class DiagGaussian:
                 + (var + (self.mean - other.mean) ** 2) / (2 * other_var) - 0.5).sum(-1)
 
 
-Distribution = Categorical | DiagGaussian
+class SquashedGaussian:
+    """``a = tanh(u)``, ``u ~ N(mean, std)`` per action dimension: SAC's policy (Haarnoja et al.,
+    2018), its actions in (-1, 1), which ``normalize_actions`` rescales to the space's bounds.
+    With ``uniform`` (SAC's warm-up before learning starts) it samples uniformly instead."""
+
+    def __init__(self, mean: torch.Tensor, log_std: torch.Tensor, uniform: bool = False) -> None:
+        self.mean, self.log_std, self.uniform = mean, log_std, uniform
+
+    def rsample(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """A reparameterised draw ``a = tanh(mean + std·ε)`` ``[B, d]`` and its log-probability ``[B]``,
+        differentiable in the mean and log-std: the Gaussian's log-density of ``u`` less tanh's
+        log-determinant ``Σ log(1 − tanh²(u))``, written ``2·(log 2 − u − softplus(−2u))``, which
+        stays finite where ``tanh(u)`` rounds to ±1 (the paper's appendix C)."""
+        noise = torch.randn_like(self.mean)
+        u = self.mean + self.log_std.exp() * noise
+        gaussian = -0.5 * noise.square() - self.log_std - 0.5 * math.log(2 * math.pi)
+        log_det = 2.0 * (math.log(2.0) - u - nn.functional.softplus(-2.0 * u))
+        return torch.tanh(u), (gaussian - log_det).sum(-1)
+
+    def log_prob(self, actions: torch.Tensor) -> torch.Tensor:
+        """Log-probabilities ``[B]`` of squashed actions (taken 1e-6 inside ±1, where atanh is infinite)."""
+        if self.uniform:
+            return torch.full(actions.shape[:-1], -actions.shape[-1] * math.log(2.0))
+        a = actions.clamp(-1 + 1e-6, 1 - 1e-6)
+        z = (torch.atanh(a) - self.mean) / self.log_std.exp()
+        gaussian = -0.5 * z.square() - self.log_std - 0.5 * math.log(2 * math.pi)
+        return (gaussian - torch.log1p(-a.square())).sum(-1)
+
+    def mode(self) -> torch.Tensor:
+        return torch.tanh(self.mean)
+
+    def sample(self, streams: RandomStreams) -> torch.Tensor:
+        """With each environment's own noise, as the numpy actors draw."""
+        dim = self.mean.shape[-1]
+        if self.uniform:
+            return torch.as_tensor(uniform_actions(streams, dim))
+        noise = torch.as_tensor(streams.normal(dim), dtype=self.mean.dtype)
+        return torch.tanh(self.mean + self.log_std.exp() * noise)
+
+
+Distribution = Categorical | DiagGaussian  # an ActorCritic's (what the on-policy algorithms read)
+PolicyDistribution = Distribution | SquashedGaussian  # any Policy's
 
 # -- networks --------------------------------------------------------------------------------
 
@@ -132,10 +179,13 @@ def _layer(n_in: int, n_out: int, gain: float) -> nn.Linear:
     return layer
 
 
-def mlp(n_in: int, hiddens: Sequence[int], activation: str) -> nn.Sequential:
+def mlp(n_in: int, hiddens: Sequence[int], activation: str, orthogonal: bool = True) -> nn.Sequential:
+    """Linear layers with ``activation`` after each; orthogonally initialised (gain √2), or with
+    ``orthogonal=False`` by torch's default (uniform in ±1/√n_in, as SB3's SAC has them)."""
     layers: list[nn.Module] = []
     for width in hiddens:
-        layers += [_layer(n_in, width, np.sqrt(2)), ACTIVATIONS[activation]()]
+        linear = _layer(n_in, width, np.sqrt(2)) if orthogonal else nn.Linear(n_in, width)
+        layers += [linear, ACTIVATIONS[activation]()]
         n_in = width
     return nn.Sequential(*layers)
 
@@ -232,11 +282,11 @@ class Policy(nn.Module):
         """The distribution's inputs and the values ``[B]`` for observations ``[B, *obs_shape]``."""
         raise NotImplementedError
 
-    def distribution_of(self, dist_inputs: torch.Tensor) -> Distribution:
+    def distribution_of(self, dist_inputs: torch.Tensor) -> PolicyDistribution:
         """The action distribution with these inputs (what :meth:`outputs` gives)."""
         raise NotImplementedError
 
-    def forward(self, obs: torch.Tensor) -> tuple[Distribution, torch.Tensor]:
+    def forward(self, obs: torch.Tensor) -> tuple[PolicyDistribution, torch.Tensor]:
         """Action distribution and values ``[B]`` for observations ``[B, *obs_shape]``."""
         dist_inputs, values = self.outputs(obs)
         return self.distribution_of(dist_inputs), values
@@ -375,6 +425,81 @@ class QNetwork(Policy):
             self.epsilon.fill_(epsilon)
 
 
+class SquashedGaussianActor(Policy):
+    """SAC's policy: an MLP whose head gives a Gaussian's mean and log-std per action dimension
+    (log-std clipped to [-20, 2]), its draws squashed by tanh. Layers keep torch's default
+    initialisation, as SB3's SAC has them. ``random_actions`` is a parameter no optimizer
+    touches (as a Q-network's ε): set to 1 before learning starts, it travels with the flat
+    weights and makes every worker act uniformly at random."""
+
+    def __init__(self, obs_size: int, action_space: gym.Space, model: ModelConfig) -> None:
+        super().__init__()
+        dim = squashed_outputs(action_space)
+        self.activation = model.fcnet_activation
+        self.random_actions = nn.Parameter(torch.zeros(()), requires_grad=False)
+        self.body = mlp(obs_size, model.fcnet_hiddens, model.fcnet_activation, orthogonal=False)
+        self.head = nn.Linear(model.fcnet_hiddens[-1] if model.fcnet_hiddens else obs_size, 2 * dim)
+
+    def outputs(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The head's output ``[B, 2d]`` (means, then log-stds) and zeros for values (SAC has none)."""
+        out = self.head(self.body(obs))
+        return out, out.new_zeros(len(out))
+
+    def distribution_of(self, dist_inputs: torch.Tensor) -> SquashedGaussian:
+        mean, log_std = dist_inputs.chunk(2, -1)
+        return SquashedGaussian(mean, log_std.clamp(LOG_STD_MIN, LOG_STD_MAX), bool(self.random_actions > 0.5))
+
+    def distribution(self, obs: torch.Tensor) -> SquashedGaussian:
+        """The policy at observations ``[B, obs_size]`` (never uniform: what the losses read)."""
+        mean, log_std = self.head(self.body(obs)).chunk(2, -1)
+        return SquashedGaussian(mean, log_std.clamp(LOG_STD_MIN, LOG_STD_MAX))
+
+    def numpy_twin(self) -> Twin | None:
+        return squashed_gaussian_twin(named_arrays(self), self.activation)
+
+    def actor_parameters(self) -> list[nn.Parameter]:
+        """Everything the actor's optimizer trains: all parameters but ``random_actions``."""
+        return [p for p in self.parameters() if p is not self.random_actions]
+
+    def set_random_actions(self, on: bool) -> None:
+        with torch.no_grad():
+            self.random_actions.fill_(float(on))
+
+
+class StackedQ(nn.Module):
+    """``k`` MLP Q-functions ``Q_i(s, a)`` of one shape, evaluated as one network: each layer's
+    weights stacked ``[k, n_in, n_out]``, so a batched matrix product runs every critic at once
+    (SAC's twin critics in one pass, and one optimizer tensor per layer instead of ``k``).
+    Initialised as ``k`` independent ``nn.Linear`` stacks are (uniform in ±1/√n_in)."""
+
+    def __init__(self, n_in: int, hiddens: Sequence[int], activation: str, k: int) -> None:
+        super().__init__()
+        self.k, self.activation = k, ACTIVATIONS[activation]()
+        widths = [n_in, *hiddens, 1]
+        self.weights, self.biases = nn.ParameterList(), nn.ParameterList()
+        for fan_in, fan_out in zip(widths[:-1], widths[1:], strict=True):
+            bound = 1 / math.sqrt(fan_in)
+            self.weights.append(nn.Parameter(torch.empty(k, fan_in, fan_out).uniform_(-bound, bound)))
+            self.biases.append(nn.Parameter(torch.empty(k, 1, fan_out).uniform_(-bound, bound)))
+
+    def forward(self, obs: torch.Tensor, actions: torch.Tensor, frozen: bool = False) -> torch.Tensor:
+        """``Q_i(s, a)`` ``[k, B]``. ``frozen`` reads the weights detached: gradients reach the actions
+        (the actor's loss) but not the critics, and their weight gradients are never computed."""
+        x = torch.cat([obs, actions], -1)  # [B, n_in]
+        layers = len(self.weights)
+        for i, (weight, bias) in enumerate(zip(self.weights, self.biases, strict=True)):
+            if frozen:
+                weight, bias = weight.detach(), bias.detach()
+            if i == 0:  # one wide product for every critic: [B, n_in] @ [n_in, k·n_out] -> [k, B, n_out]
+                x = (x @ weight.transpose(0, 1).reshape(x.shape[-1], -1)).view(
+                    len(x), self.k, -1).transpose(0, 1) + bias
+            else:
+                x = torch.baddbmm(bias, x, weight)
+            if i < layers - 1:
+                x = self.activation(x)
+        return x.squeeze(-1)
+
+
 def build_policy(obs_space: gym.Space, action_space: gym.Space, model: ModelConfig,
                  network: NetworkKind = "actor_critic", head_hiddens: Sequence[int] = ()
                  ) -> tuple[ObsPreprocessor, Policy]:
@@ -384,6 +509,11 @@ def build_policy(obs_space: gym.Space, action_space: gym.Space, model: ModelConf
     policy: Policy
     if network == "actor_critic":
         policy = ActorCritic(pre.shape, pre.is_image, action_space, model)
+    elif network == "squashed_gaussian":
+        if pre.is_image:
+            raise VolleyError(f"observation space {obs_space} is images: SAC's networks are MLPs over "
+                              "vector observations")
+        policy = SquashedGaussianActor(pre.shape[0], action_space, model)
     else:
         policy = QNetwork(pre.shape, pre.is_image, action_space, model, dueling=network == "dueling_q",
                           hiddens=head_hiddens)

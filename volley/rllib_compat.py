@@ -162,13 +162,14 @@ REPLAY_BUFFERS = {  # RLlib's buffer types (both stacks) -> volley's prioritized
     "MultiAgentPrioritizedEpisodeReplayBuffer": True,
 }
 REPLAY_KEYS = {"capacity": "replay_buffer_capacity", "learning_starts": "learning_starts",
+               "prioritized_replay": "prioritized_replay",  # RLlib 2.9's SAC default carries it
                "prioritized_replay_alpha": "prioritized_replay_alpha", "alpha": "prioritized_replay_alpha",
                "prioritized_replay_beta": "prioritized_replay_beta", "beta": "prioritized_replay_beta",
                "prioritized_replay_eps": "prioritized_replay_eps"}
 REPLAY_FIXED: dict[str, tuple[Any, ...]] = {
     "storage_unit": ("timesteps",), "replay_sequence_length": (1,), "replay_burn_in": (0,),
     "replay_zero_init_states": (True,), "no_local_replay_buffer": (True, False),
-    "worker_side_prioritization": (False,), "replay_mode": ("independent",)}
+    "worker_side_prioritization": (False,), "replay_mode": ("independent",), "_enable_replay_buffer_api": (True,)}
 
 
 def replay_buffer_config(value: Any) -> dict[str, Any]:
@@ -221,6 +222,13 @@ def epsilon_points(value: Any) -> dict[str, Any]:
                       "two points [[0, start], [timesteps, end]] (a linear decay)")
 
 
+def sac_optimization(value: Any) -> dict[str, Any]:
+    """RLlib's SAC ``optimization`` dict: the actor's, the critics' and the temperature's learning rates."""
+    return _sub_keys("optimization", _check_dict("optimization", value),
+                     {"actor_learning_rate": "actor_lr", "critic_learning_rate": "critic_lr",
+                      "entropy_learning_rate": "alpha_lr"}, {})
+
+
 def num_cpus_per_learner(value: Any) -> dict[str, Any]:
     return {} if value == "auto" else {"num_cpus_for_driver": value}
 
@@ -232,7 +240,7 @@ def as_model(key: str) -> Translate:
 
 # -- the table ----------------------------------------------------------------------------------
 
-DQN, APEX, PPO = ("dqn",), ("apex_dqn",), ("ppo",)
+DQN, APEX, PPO, SAC = ("dqn",), ("apex_dqn",), ("ppo",), ("sac",)
 ONE_LEARNER = ("volley trains one learner, in this process; for data-parallel learners use "
                "engine='mpi' with mpi_mode='allreduce' (PPO, PG)")
 ONE_POLICY = "volley trains one policy on single-agent Gymnasium environments"
@@ -426,7 +434,7 @@ RLLIB_KEYS: list[RLlibKey] = [
                "other types and keys refused by name",
                example={"type": "MultiAgentPrioritizedReplayBuffer", "capacity": 50_000,
                         "prioritized_replay_alpha": 0.5, "prioritized_replay_beta": 0.5,
-                        "prioritized_replay_eps": 1e-6}, algorithms=DQN),
+                        "prioritized_replay_eps": 1e-6}, algorithms=DQN + SAC),
     translated("epsilon", ("training",), epsilon_points,
                ("epsilon_start", "epsilon_end", "epsilon_decay_steps", "epsilon_schedule"),
                "a number, or `[[0, start], [timesteps, end]]`: `epsilon_start`, `epsilon_end`, "
@@ -452,6 +460,23 @@ RLLIB_KEYS: list[RLlibKey] = [
             example=8, algorithms=DQN),
     refused("adam_epsilon", ("training",), "volley's DQN uses Adam's default epsilon", allowed=(1e-8,),
             example=1e-4, algorithms=DQN),
+    # training(), SAC
+    same("twin_q", "training", example=False),
+    same("initial_alpha", "training", example=0.5),
+    same("target_entropy", "training", example=-2.0),
+    same("training_intensity", "training", example=512.0),
+    same("q_model_config", "training", example={"fcnet_hiddens": [64, 64]}),
+    same("target_network_update_freq", "training", example=1),
+    translated("optimization", ("training",), sac_optimization, ("actor_lr", "critic_lr", "alpha_lr"),
+               "`actor_learning_rate`, `critic_learning_rate`, `entropy_learning_rate` → `actor_lr`, "
+               "`critic_lr`, `alpha_lr`", example={"actor_learning_rate": 1e-3, "critic_learning_rate": 1e-3,
+                                                   "entropy_learning_rate": 1e-3}, algorithms=SAC),
+    translated("optimization_config", ("training",), sac_optimization, ("actor_lr", "critic_lr", "alpha_lr"),
+               "as `optimization`", example={"actor_learning_rate": 1e-3}, algorithms=SAC),
+    refused("_deterministic_loss", ("training",), "volley's SAC samples its actions in the loss, as the "
+            "paper does", algorithms=SAC),
+    refused("_use_beta_distribution", ("training",), "volley's SAC policy is the paper's squashed Gaussian",
+            algorithms=SAC),
     # fault_tolerance()
     translated("ignore_worker_failures", ("fault_tolerance",),
                lambda v: {"on_worker_failure": "use_others"} if _flag("ignore_worker_failures", v) else {},

@@ -1,4 +1,5 @@
-"""The keys of every built-in algorithm: PPO, TRPO, PG (``on_policy``), DQN and Ape-X DQN (``dqn``).
+"""The keys of every built-in algorithm: PPO, TRPO, PG (``on_policy``), DQN and Ape-X DQN (``dqn``),
+SAC (``sac``).
 
 Each algorithm's file holds its training step; its config lives here, apart from it, because
 a config travels to every rollout worker, and unpickling it there imports the module that
@@ -9,5 +10,6 @@ start-up (benchmarks/RESULTS.md, start-up). ``build()`` imports its algorithm wh
 
 from volley.algorithm_configs.dqn import ApexDQNConfig, DQNConfig
 from volley.algorithm_configs.on_policy import PGConfig, PPOConfig, TRPOConfig
+from volley.algorithm_configs.sac import SACConfig
 
-__all__ = ["ApexDQNConfig", "DQNConfig", "PGConfig", "PPOConfig", "TRPOConfig"]
+__all__ = ["ApexDQNConfig", "DQNConfig", "PGConfig", "PPOConfig", "SACConfig", "TRPOConfig"]

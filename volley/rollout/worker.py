@@ -128,14 +128,15 @@ class RolloutWorker:
         self.streams = EnvStreams(config.seed, self.env_indices)
         self.observation_space = self.env.single_observation_space
         self.action_space = self.env.single_action_space
-        if config.normalize_actions:
-            check_normalizable(self.action_space, config.env)
         self.preprocess = ObsPreprocessor(self.observation_space)
         # An MLP acts in numpy; the torch network is built only when something needs it (a CNN's
         # forward pass, an algorithm's worker-side function), so a worker that only acts through
-        # an MLP never imports torch: about a second less to start each Ray worker.
+        # an MLP never imports torch: about a second less to start each Ray worker. Built first, so
+        # that a network that cannot act in this action space says so (SAC's needs finite bounds).
         self.actor = None if self.preprocess.is_image else NumpyActor(
             self.preprocess.shape[0], self.action_space, config.model, config.network, config.head_hiddens)
+        if config.normalize_actions:
+            check_normalizable(self.action_space, config.env)
         self._policy: Policy | None = None
         self._weights: np.ndarray | None = None  # the flat weights last loaded
         self.obs_filter = make_filter(config.observation_filter, self.preprocess.shape)
