@@ -187,12 +187,13 @@ def run_peer(task: Task, seed: int, run_dir: Path) -> dict[str, Any]:
     class Record(BaseCallback):
         """The curve (volley's progress.jsonl format) and the periodic checkpoint."""
 
-        episodes = 0  # a point per rollout that ended episodes (SAC's rollouts are one step each)
+        logged: object = None  # the newest episode when the last point was written
 
-        def _on_rollout_end(self) -> None:
-            rewards = [e["r"] for e in self.model.ep_info_buffer or []] if self.model._episode_num != self.episodes else []
+        def _on_rollout_end(self) -> None:  # a point per rollout that ended episodes (SAC's: one step each)
+            buffer = self.model.ep_info_buffer
+            rewards = [e["r"] for e in buffer] if buffer and buffer[-1] is not self.logged else []
             if rewards:
-                self.episodes = self.model._episode_num
+                self.logged = buffer[-1]
                 with open(progress, "a") as f:
                     f.write(json.dumps({"timesteps_total": self.model.num_timesteps, "time_total_s": elapsed(),
                                         "episode_reward_mean": float(np.mean(rewards)),

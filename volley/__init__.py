@@ -22,6 +22,8 @@ if TYPE_CHECKING:
         TRPO,
         ApexDQN,
         ApexDQNConfig,
+        ApexSAC,
+        ApexSACConfig,
         DQNConfig,
         PGConfig,
         PPOConfig,
@@ -36,7 +38,7 @@ _HOMES = {
     "Algorithm": "volley.algorithm", "AlgorithmConfig": "volley.config", "ModelConfig": "volley.config",
     "register_env": "volley.envs", **dict.fromkeys(["CheckpointError", "ConfigError", "EnvError",
                                                     "VolleyError"], "volley.errors"),
-    **dict.fromkeys(["ApexDQN", "ApexDQNConfig", "DQN", "DQNConfig", "PG", "PGConfig", "PPO", "PPOConfig",
+    **dict.fromkeys(["ApexDQN", "ApexDQNConfig", "ApexSAC", "ApexSACConfig", "DQN", "DQNConfig", "PG", "PGConfig", "PPO", "PPOConfig",
                      "SAC", "SACConfig", "TRPO", "TRPOConfig"], "volley.algorithms"),
 }
 
@@ -48,5 +50,5 @@ def __getattr__(name: str) -> Any:
     return getattr(importlib.import_module(_HOMES[name]), name)
 
 
-__all__ = ["ApexDQN", "ApexDQNConfig", "DQN", "DQNConfig", "PG", "PGConfig", "PPO", "Algorithm", "AlgorithmConfig", "CheckpointError", "ConfigError", "EnvError",
+__all__ = ["ApexDQN", "ApexDQNConfig", "ApexSAC", "ApexSACConfig", "DQN", "DQNConfig", "PG", "PGConfig", "PPO", "Algorithm", "AlgorithmConfig", "CheckpointError", "ConfigError", "EnvError",
            "ModelConfig", "PPOConfig", "SAC", "SACConfig", "TRPO", "TRPOConfig", "VolleyError", "__version__", "register_env"]

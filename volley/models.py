@@ -474,7 +474,8 @@ class StackedQ(nn.Module):
 
     def __init__(self, n_in: int, hiddens: Sequence[int], activation: str, k: int) -> None:
         super().__init__()
-        self.k, self.activation = k, ACTIVATIONS[activation]()
+        # in place, on each fresh product (the product's backward never reads its output)
+        self.k, self.activation = k, {"relu": torch.relu_, "tanh": torch.tanh_}[activation]
         widths = [n_in, *hiddens, 1]
         self.weights, self.biases = nn.ParameterList(), nn.ParameterList()
         for fan_in, fan_out in zip(widths[:-1], widths[1:], strict=True):
@@ -485,19 +486,15 @@ class StackedQ(nn.Module):
     def forward(self, obs: torch.Tensor, actions: torch.Tensor, frozen: bool = False) -> torch.Tensor:
         """``Q_i(s, a)`` ``[k, B]``. ``frozen`` reads the weights detached: gradients reach the actions
         (the actor's loss) but not the critics, and their weight gradients are never computed."""
-        x = torch.cat([obs, actions], -1)  # [B, n_in]
-        layers = len(self.weights)
-        for i, (weight, bias) in enumerate(zip(self.weights, self.biases, strict=True)):
-            if frozen:
-                weight, bias = weight.detach(), bias.detach()
-            if i == 0:  # one wide product for every critic: [B, n_in] @ [n_in, k·n_out] -> [k, B, n_out]
-                x = (x @ weight.transpose(0, 1).reshape(x.shape[-1], -1)).view(
-                    len(x), self.k, -1).transpose(0, 1) + bias
-            else:
-                x = torch.baddbmm(bias, x, weight)
-            if i < layers - 1:
-                x = self.activation(x)
-        return x.squeeze(-1)
+        x = torch.cat([obs, actions], -1).expand(self.k, -1, -1)  # [k, B, n_in], a view
+        *hidden, (last_weight, last_bias) = zip(self.weights, self.biases, strict=True)
+        for weight, bias in hidden:
+            x = self.activation(torch.baddbmm(bias.detach() if frozen else bias, x,
+                                              weight.detach() if frozen else weight))
+        if frozen:
+            last_weight, last_bias = last_weight.detach(), last_bias.detach()
+        # one output: a weighted sum of the last features, cheaper than a matrix product [k, B, 1]
+        return (x * last_weight.transpose(1, 2)).sum(-1) + last_bias[:, :, 0]
 
 
 def build_policy(obs_space: gym.Space, action_space: gym.Space, model: ModelConfig,

@@ -280,7 +280,8 @@ def test_sb3_names():
     ({"tau": 1.5}, r"^config key 'tau' must be in \(0, 1\], got 1.5$"),
     ({"training_intensity": 0}, r"^config key 'training_intensity' must be > 0 \(or None\), got 0.0$"),
     ({"training_intensity": -2.0}, r"'training_intensity' must be > 0 \(or None\), got -2.0"),
-    ({"replay_buffer_capacity": 100}, r"^replay_buffer_capacity=100 is smaller than train_batch_size=256, "),
+    ({"replay_buffer_capacity": 100, "learning_starts": 0},
+     r"^replay_buffer_capacity=100 is smaller than train_batch_size=256, "),
     ({"gradient_steps": 2, "training_intensity": 8.0}, r"training_intensity=8.0 and gradient_steps=2 both set"),
     ({"normalize_actions": False}, r"SAC takes normalize_actions=True, got False"),
 ])
@@ -306,3 +307,60 @@ def test_action_spaces_sac_does_not_take_are_named_at_build(env, message):
     register_env("infinite-box", lambda config: InfiniteBox())
     with pytest.raises(ConfigError, match=message):
         SACConfig().environment(env).resources(engine="local").build()
+
+
+# -- checkpoints and acting -----------------------------------------------------------------------
+
+
+def test_checkpoint_round_trip_with_replay_contents(tmp_path):
+    from volley import Algorithm
+    from volley.checkpoint import read_checkpoint
+
+    algo = small(checkpoint_replay=True, learning_starts=8).build()
+    try:
+        for _ in range(3):
+            algo.train()
+        path = algo.save(tmp_path / "sac")
+        saved = {"policy": algo.policy.get_flat_weights(), "log_alpha": algo.log_alpha.item(),
+                 "critics": [p.detach().clone() for p in algo.critics.parameters()],
+                 "targets": [p.detach().clone() for p in algo.target_critics.parameters()],
+                 "adam": algo.critic_optimizer.state_dict()["state"][0]["exp_avg"].clone(),
+                 "replay": algo.replay.state(), "counters": (algo.learner_updates, algo.timesteps_total)}
+        after = algo.train()
+    finally:
+        algo.stop()
+    tensors, manifest = read_checkpoint(path)
+    assert {"critics.weights.0", "target_critics.weights.0", "log_alpha", "replay.0.obs"} <= set(tensors)
+    restored = Algorithm.from_checkpoint(path)
+    try:
+        np.testing.assert_array_equal(restored.policy.get_flat_weights(), saved["policy"])
+        assert restored.log_alpha.item() == saved["log_alpha"] != math.log(1.0)  # α learned, and restored
+        torch.testing.assert_close([p.detach() for p in restored.critics.parameters()], saved["critics"])
+        torch.testing.assert_close([p.detach() for p in restored.target_critics.parameters()], saved["targets"])
+        assert not all(torch.equal(a, b) for a, b in zip(saved["critics"], saved["targets"], strict=True))
+        torch.testing.assert_close(restored.critic_optimizer.state_dict()["state"][0]["exp_avg"], saved["adam"])
+        for column, values in restored.replay.state().items():
+            np.testing.assert_array_equal(values, saved["replay"][column], err_msg=column)
+        assert (restored.learner_updates, restored.timesteps_total) == saved["counters"]
+        again = restored.train()  # on from where it was (its environments start fresh episodes)
+        assert (again["timesteps_total"], again["learner_updates"]) == (after["timesteps_total"],
+                                                                        after["learner_updates"])
+        assert again["replay_size"] == after["replay_size"]
+    finally:
+        restored.stop()
+
+
+def test_compute_single_action_is_the_squashed_mean_in_the_action_bounds():
+    config = small().rollouts(create_env_on_driver=True)
+    algo = config.build()
+    try:
+        obs, _ = algo.env.reset(seed=0)
+        action = algo.compute_single_action(obs)
+        with torch.no_grad():
+            mean = algo.policy.distribution(torch.as_tensor(obs[None], dtype=torch.float32)).mean
+        np.testing.assert_allclose(action, 2.0 * np.tanh(mean.numpy()[0]), rtol=1e-5)  # Pendulum: [-2, 2]
+        sampled = [algo.compute_single_action(obs, explore=True) for _ in range(20)]
+        assert all(-2.0 <= a[0] <= 2.0 for a in sampled) and len({float(a[0]) for a in sampled}) > 1
+        assert algo.evaluate(num_episodes=1)["episodes_this_iter"] == 1
+    finally:
+        algo.stop()

@@ -1,5 +1,5 @@
 """The keys of every built-in algorithm: PPO, TRPO, PG (``on_policy``), DQN and Ape-X DQN (``dqn``),
-SAC (``sac``).
+SAC and its asynchronous mode (``sac``); the keys replay-based algorithms share (``replay``).
 
 Each algorithm's file holds its training step; its config lives here, apart from it, because
 a config travels to every rollout worker, and unpickling it there imports the module that
@@ -10,6 +10,6 @@ start-up (benchmarks/RESULTS.md, start-up). ``build()`` imports its algorithm wh
 
 from volley.algorithm_configs.dqn import ApexDQNConfig, DQNConfig
 from volley.algorithm_configs.on_policy import PGConfig, PPOConfig, TRPOConfig
-from volley.algorithm_configs.sac import SACConfig
+from volley.algorithm_configs.sac import ApexSACConfig, SACConfig
 
-__all__ = ["ApexDQNConfig", "DQNConfig", "PGConfig", "PPOConfig", "SACConfig", "TRPOConfig"]
+__all__ = ["ApexDQNConfig", "ApexSACConfig", "DQNConfig", "PGConfig", "PPOConfig", "SACConfig", "TRPOConfig"]

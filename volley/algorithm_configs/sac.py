@@ -9,12 +9,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from volley.config import AlgorithmConfig, ModelConfig, NetworkKind, RolloutPlan, option
+from volley.algorithm_configs.replay import ApexKeys, ReplayKeys
+from volley.config import ModelConfig, NetworkKind, RolloutPlan, option
 from volley.errors import ConfigError, shown
-from volley.replay import Prioritization
 
 if TYPE_CHECKING:
-    from volley.algorithms.sac import SAC
+    from volley.algorithms.sac import SAC, ApexSAC
 
 SAC_NETWORK = ModelConfig(fcnet_hiddens=[256, 256], fcnet_activation="relu")  # RLlib's and SB3's
 
@@ -33,8 +33,8 @@ def ent_coef(value: Any) -> dict[str, Any]:
 
 
 @dataclass(kw_only=True)
-class SACConfig(AlgorithmConfig):
-    """SAC's keys on top of :class:`~volley.config.AlgorithmConfig`, with RLlib's names and defaults
+class SACConfig(ReplayKeys):
+    """SAC's keys on top of :class:`~volley.config.AlgorithmConfig` and the replay buffer's, with RLlib's names and defaults
     where RLlib has them (SB3's names are aliases: ``batch_size``, ``buffer_size``,
     ``learning_starts``, ``train_freq``, ``gradient_steps``, ``learning_rate``; ``ent_coef`` is
     translated).
@@ -46,8 +46,7 @@ class SACConfig(AlgorithmConfig):
     """
 
     ALIASES: ClassVar[dict[str, str]] = {
-        **AlgorithmConfig.ALIASES,
-        "num_steps_sampled_before_learning_starts": "learning_starts",
+        **ReplayKeys.ALIASES,
         "policy_model_config": "model",
         "store_buffer_in_checkpoints": "checkpoint_replay",
         "target_update_freq": "target_network_update_freq",
@@ -102,14 +101,6 @@ class SACConfig(AlgorithmConfig):
         "auto", "training", "entropy α steers the policy towards; 'auto' is -(action dimensions)")
     n_step: int = option(1, "training", "rewards summed before bootstrapping (cut at episode ends)")
     replay_buffer_capacity: int = option(1_000_000, "training", "transitions the replay buffer keeps")
-    prioritized_replay: bool = option(
-        False, "training", "sample by TD error (Schaul et al., 2016) instead of uniformly")
-    prioritized_replay_alpha: float = option(
-        0.6, "training", "prioritized replay: how much priorities count (0 is uniform)")
-    prioritized_replay_beta: float = option(
-        0.4, "training", "prioritized replay: importance-weight exponent (1 corrects the bias fully)")
-    prioritized_replay_eps: float = option(
-        1e-6, "training", "prioritized replay: added to |TD error| so no transition has priority 0")
     learning_starts: int = option(1500, "training", "environment steps sampled before the first update")
     random_warmup: bool = option(
         True, "training", "act uniformly at random until learning starts (SB3's warm-up; False acts with the "
@@ -125,12 +116,8 @@ class SACConfig(AlgorithmConfig):
         return "squashed_gaussian"
 
     @property
-    def prioritization(self) -> Prioritization | None:
-        """The replay buffers' prioritized-replay settings (None: uniform replay)."""
-        if not self.prioritized_replay:
-            return None
-        return Prioritization(self.prioritized_replay_alpha, self.prioritized_replay_beta,
-                              self.prioritized_replay_eps)
+    def replay_batch_size(self) -> int:
+        return self.train_batch_size
 
     def learning_rates(self) -> tuple[float, float, float]:
         """The actor's, the critics' and the temperature's learning rates."""
@@ -169,24 +156,19 @@ class SACConfig(AlgorithmConfig):
             raise ConfigError(f"training_intensity={self.training_intensity!r} and gradient_steps="
                               f"{self.gradient_steps!r} both set the gradient steps per sampled step; "
                               "set one of them")
-        for key in ("replay_buffer_capacity", "n_step", "initial_alpha", "prioritized_replay_eps"):
+        for key in ("n_step", "initial_alpha"):
             if not getattr(self, key) > 0:
                 raise ConfigError(f"config key '{key}' must be > 0, got {getattr(self, key)!r}")
         for key in ("actor_lr", "critic_lr"):
             if getattr(self, key) is not None and not getattr(self, key) > 0:
                 raise ConfigError(f"config key '{key}' must be > 0 (or None), got {getattr(self, key)!r}")
-        for key in ("alpha_lr", "learning_starts", "target_network_update_freq", "prioritized_replay_alpha",
-                    "prioritized_replay_beta"):
+        for key in ("alpha_lr", "target_network_update_freq"):
             if getattr(self, key) is not None and getattr(self, key) < 0:
                 raise ConfigError(f"config key '{key}' must be >= 0, got {getattr(self, key)!r}")
         if self.replay_buffer_capacity < self.train_batch_size:
             raise ConfigError(f"replay_buffer_capacity={self.replay_buffer_capacity} is smaller than "
                               f"train_batch_size={self.train_batch_size}, the transitions each gradient step "
                               "draws from it")
-        if self.learning_starts > self.replay_buffer_capacity:
-            raise ConfigError(f"learning_starts={self.learning_starts} is larger than replay_buffer_capacity="
-                              f"{self.replay_buffer_capacity}: the first transitions would be gone before "
-                              "learning starts")
         for i, width in enumerate(self.q_model_config.fcnet_hiddens):
             if width <= 0:
                 raise ConfigError(f"q_model_config.fcnet_hiddens[{i}] must be > 0, got {width}")
@@ -195,3 +177,33 @@ class SACConfig(AlgorithmConfig):
         from volley.algorithms.sac import SAC
 
         return SAC(self._prepare_build(env))
+
+    def async_mode(self, **kwargs: Any) -> SACConfig:
+        """These settings as an :class:`ApexSACConfig` (asynchronous SAC on Ray), with ``kwargs``
+        (its own keys too) set on top."""
+        config = ApexSACConfig.from_dict(self.to_dict()).update(**kwargs)
+        assert isinstance(config, SACConfig)
+        return config
+
+
+@dataclass(kw_only=True)
+class ApexSACConfig(ApexKeys, SACConfig):
+    """Asynchronous SAC: SAC's keys and Ape-X's layout (:class:`~volley.algorithm_configs.replay.ApexKeys`).
+
+    Acting workers sample with the weights they last fetched into replay shards while the
+    learner takes SAC's gradient steps on prefetched minibatches; it never takes more than
+    its share of updates per sampled step (the same ``training_intensity`` or
+    ``gradient_steps``), so the replay ratio is synchronous SAC's, without the learner ever
+    waiting for a sample.
+    """
+
+    algo_name: ClassVar[str] = "apex_sac"
+
+    target_network_update_freq: int = option(
+        0, "training", "environment steps between target updates (checked after every update); 0: after "
+        "every gradient step")
+
+    def build(self, env: Any = None) -> ApexSAC:
+        from volley.algorithms.sac import ApexSAC
+
+        return ApexSAC(self._prepare_build(env))

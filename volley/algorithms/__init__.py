@@ -5,6 +5,7 @@ from __future__ import annotations
 from volley.algorithm import Algorithm
 from volley.algorithm_configs import (
     ApexDQNConfig,
+    ApexSACConfig,
     DQNConfig,
     PGConfig,
     PPOConfig,
@@ -15,13 +16,13 @@ from volley.algorithms.apex_dqn import ApexDQN
 from volley.algorithms.dqn import DQN
 from volley.algorithms.pg import PG
 from volley.algorithms.ppo import PPO
-from volley.algorithms.sac import SAC
+from volley.algorithms.sac import SAC, ApexSAC
 from volley.algorithms.trpo import TRPO
 from volley.config import AlgorithmConfig
 
 # The built-in algorithms, in the order the docs and the CLI list them
 ALGORITHMS: dict[str, type[Algorithm]] = {"ppo": PPO, "trpo": TRPO, "pg": PG, "dqn": DQN,
-                                          "apex_dqn": ApexDQN, "sac": SAC}
+                                          "apex_dqn": ApexDQN, "sac": SAC, "apex_sac": ApexSAC}
 
 
 def get_algorithm_class(name: str) -> type[Algorithm]:
@@ -33,4 +34,4 @@ def get_config_class(name: str) -> type[AlgorithmConfig]:
     return get_algorithm_class(name).config_class
 
 
-__all__ = ["ALGORITHMS", "ApexDQN", "ApexDQNConfig", "DQN", "DQNConfig", "PG", "PPO", "PGConfig", "PPOConfig", "SAC", "SACConfig", "TRPO", "TRPOConfig", "get_algorithm_class", "get_config_class"]
+__all__ = ["ALGORITHMS", "ApexDQN", "ApexDQNConfig", "ApexSAC", "ApexSACConfig", "DQN", "DQNConfig", "PG", "PPO", "PGConfig", "PPOConfig", "SAC", "SACConfig", "TRPO", "TRPOConfig", "get_algorithm_class", "get_config_class"]

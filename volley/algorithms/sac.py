@@ -23,8 +23,9 @@ tanh-squashed Gaussian policy ``π``, two Q-networks ``Q_1, Q_2`` and slowly mov
    targets move a fraction ``tau`` towards the critics (Polyak averaging).
 
 The asynchronous mode (:class:`ApexSAC`, ``SACConfig().async_mode()``) runs steps 1 and 2 in
-Ape-X's acting workers and replay shards on Ray; its learner loop is Ape-X DQN's
-(:class:`~volley.algorithms.apex_dqn.ApexLearner`), with this file's update.
+Ape-X's acting workers and replay shards on Ray, and its learner never waits for them; the
+learner's loop is Ape-X's (:class:`~volley.algorithms.apex.ApexLearner`), with this file's
+update and targets.
 """
 
 from __future__ import annotations
@@ -37,7 +38,9 @@ import numpy as np
 import torch
 
 from volley.algorithm import Algorithm
-from volley.algorithm_configs.sac import SACConfig
+from volley.algorithm_configs.sac import ApexSACConfig, SACConfig
+from volley.algorithms.apex import ApexLearner
+from volley.checkpoint import replay_shards, replay_tensors
 from volley.models import SquashedGaussianActor, StackedQ
 from volley.optim import Adam, Optimizer
 from volley.replay import PrioritizedReplayBuffer, make_replay_buffer, n_step_columns
@@ -119,49 +122,51 @@ class SAC(Algorithm):
         self.critic_optimizer = Adam(self.critics.parameters(), lr=critic_lr)
         self.alpha_optimizer = Adam([self.log_alpha], lr=alpha_lr)
         self.updates_per_step = cfg.updates_per_step(self.workers.plan)
+        self.last_target_update = 0  # environment steps sampled at the last one (target_network_update_freq)
         self._stat_sums = torch.zeros(len(STATS) + 1)  # this iteration's sums, and its update count
-        self.policy.set_random_actions(cfg.random_warmup and cfg.learning_starts > 0)
+        self.warming_up = False
+        self.follow_warmup()
 
     def optimizers(self) -> dict[str, Optimizer]:
         return {"actor": self.actor_optimizer, "critic": self.critic_optimizer, "alpha": self.alpha_optimizer}
 
-    @property
-    def steps_sampled(self) -> int:
-        """Environment steps sampled so far (this iteration's included)."""
-        return self.timesteps_total + self._steps_this_iter
-
     def training_step(self) -> dict[str, float]:
         cfg = self.config
         if self._steps_this_iter == 0:  # a new iteration: its statistics start afresh
-            self._stat_sums.zero_()
-        self.set_learning_rates()
+            self.begin_updates()
         batch = self.sample()
         self.replay.add(batch)
-        steps_before, steps_after = self.steps_sampled - len(batch), self.steps_sampled
-        if steps_after >= cfg.learning_starts:
+        if self.steps_sampled >= cfg.learning_starts:
             self.updates_owed += self.updates_per_step * len(batch)
             for _ in range(int(self.updates_owed)):
                 minibatch = self.replay.sample(cfg.train_batch_size)
                 td_errors = self.update(minibatch)
                 if td_errors is not None and isinstance(self.replay, PrioritizedReplayBuffer):
                     self.replay.update_priorities(minibatch["indices"], td_errors)
+                self.learner_updates += 1
                 self.updates_owed -= 1
-                if cfg.target_network_update_freq == 0:
-                    self.update_target()
-        freq = cfg.target_network_update_freq
-        if freq and steps_before // freq < steps_after // freq and steps_after >= cfg.learning_starts:
-            self.update_target()
-        self.policy.set_random_actions(cfg.random_warmup and self.steps_sampled < cfg.learning_starts)
-        return {**self.statistics(), "replay_size": len(self.replay)}
+                self.after_update()
+        self.follow_warmup()
+        return {**self.learner_statistics(), "replay_size": len(self.replay)}
 
-    def set_learning_rates(self) -> None:
-        """With ``lr_schedule``, the scheduled rate for each network whose own rate is unset."""
+    def begin_updates(self) -> None:
+        """An iteration's statistics start afresh; with ``lr_schedule``, the scheduled rate for each
+        network whose own rate is unset."""
+        self._stat_sums.zero_()
         if self.config.lr_schedule is None:
             return
         own = (self.config.actor_lr, self.config.critic_lr, self.config.alpha_lr)
         for optimizer, rate in zip(self.optimizers().values(), own, strict=True):
             if rate is None:
                 optimizer.param_groups[0]["lr"] = self.current_lr()
+
+    def follow_warmup(self) -> None:
+        """Workers act uniformly at random until learning starts (``random_warmup``): the flag rides
+        in the policy's weights, so it reaches them with the next weights they get."""
+        warming_up = self.config.random_warmup and self.steps_sampled < self.config.learning_starts
+        if warming_up != self.warming_up:
+            self.policy.set_random_actions(warming_up)
+            self.warming_up = warming_up
 
     def update(self, batch: Batch) -> np.ndarray | None:
         """One gradient step of the actor, the critics and the temperature on a replayed minibatch;
@@ -177,17 +182,18 @@ class SAC(Algorithm):
         stepped &= self.optimizer_step(self.actor_optimizer, losses.actor, cfg.grad_clip)
         if self.alpha_optimizer.param_groups[0]["lr"] > 0:  # alpha_lr=0: α stays where it started
             stepped &= self.optimizer_step(self.alpha_optimizer, losses.alpha, None)
-        self.learner_updates += 1
         self._stat_sums += torch.stack([losses.critic.detach(), losses.actor.detach(), losses.alpha.detach(),
                                         self.log_alpha.detach().exp(), -losses.log_prob.mean(),
                                         losses.q.mean(), torch.ones(())])
         return losses.td_errors.cpu().numpy() if stepped else None  # never a NaN priority
 
-    def statistics(self) -> dict[str, float]:
-        """This iteration's means of the update statistics (NaN before learning starts)."""
-        *sums, count = self._stat_sums.tolist()
-        return {**{key: value / count if count else math.nan for key, value in zip(STATS, sums, strict=True)},
-                "num_updates": int(count), "learner_updates": self.learner_updates}
+    def after_update(self) -> None:
+        """Polyak-average the targets after every gradient step, or every
+        ``target_network_update_freq`` environment steps sampled."""
+        freq = self.config.target_network_update_freq
+        if freq == 0 or self.steps_sampled // freq > self.last_target_update // freq:
+            self.update_target()
+            self.last_target_update = self.steps_sampled
 
     @torch.no_grad()
     def update_target(self) -> None:
@@ -195,23 +201,59 @@ class SAC(Algorithm):
         torch._foreach_lerp_(list(self.target_critics.parameters()), list(self.critics.parameters()),
                              self.config.tau)
 
+    def learner_statistics(self) -> dict[str, float]:
+        """This iteration's means of the update statistics (NaN before learning starts)."""
+        *sums, count = self._stat_sums.tolist()
+        return {**{key: value / count if count else math.nan for key, value in zip(STATS, sums, strict=True)},
+                "num_updates": int(count), "learner_updates": self.learner_updates}
+
     # -- checkpoints: critics, targets, temperature, counters and (optionally) the replay buffer ----
 
-    def extra_state(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-        tensors = {**{f"critics.{k}": v for k, v in self.critics.state_dict().items()},
-                   **{f"target_critics.{k}": v for k, v in self.target_critics.state_dict().items()},
-                   "log_alpha": self.log_alpha.detach()}
-        if self.config.checkpoint_replay:
-            tensors.update({f"replay.0.{k}": torch.as_tensor(v) for k, v in self.replay.state().items()})
-        return tensors, {"learner_updates": self.learner_updates, "updates_owed": self.updates_owed}
+    def learner_state(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+        """The critics, their targets and the temperature (the policy and the optimizers are saved
+        by every algorithm)."""
+        return {**{f"critics.{k}": v for k, v in self.critics.state_dict().items()},
+                **{f"target_critics.{k}": v for k, v in self.target_critics.state_dict().items()},
+                "log_alpha": self.log_alpha.detach()}, {"last_target_update": self.last_target_update}
 
-    def load_extra_state(self, tensors: dict[str, torch.Tensor], state: dict[str, Any]) -> None:
+    def load_learner_state(self, tensors: dict[str, torch.Tensor], state: dict[str, Any]) -> None:
         for prefix, module in (("critics.", self.critics), ("target_critics.", self.target_critics)):
             module.load_state_dict({k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)})
         with torch.no_grad():
             self.log_alpha.copy_(tensors["log_alpha"])
+        self.last_target_update = state["last_target_update"]
+        self.follow_warmup()
+
+    def extra_state(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+        tensors, state = self.learner_state()
+        shards = [self.replay.state()] if self.config.checkpoint_replay else []
+        return {**tensors, **replay_tensors(shards)}, {**state, "learner_updates": self.learner_updates,
+                                                       "updates_owed": self.updates_owed, "replay_shards": len(shards)}
+
+    def load_extra_state(self, tensors: dict[str, torch.Tensor], state: dict[str, Any]) -> None:
+        self.load_learner_state(tensors, state)
         self.learner_updates, self.updates_owed = state["learner_updates"], state["updates_owed"]
-        rows = {k[len("replay.0."):]: v.numpy() for k, v in tensors.items() if k.startswith("replay.0.")}
-        if rows:
-            self.replay.load_state(rows)
-        self.policy.set_random_actions(self.config.random_warmup and self.timesteps_total < self.config.learning_starts)
+        for shard in replay_shards(tensors, state["replay_shards"]):
+            self.replay.load_state(shard)
+
+
+class ApexSAC(ApexLearner, SAC):
+    """Asynchronous SAC on Ray: Ape-X's acting workers and replay shards, SAC's learner.
+
+    The workers act in numpy with the weights they last fetched (uniformly at random while the
+    published weights say so, before learning starts) and give fresh rows the shard's largest
+    priority; the learner's loop is Ape-X's, its update and targets SAC's."""
+
+    config_class = ApexSACConfig
+    config: ApexSACConfig
+
+    def worker_exploration(self, worker_index: int) -> float:
+        return 0.0  # every worker acts with the policy's own noise
+
+    def learn(self, batch: Batch) -> np.ndarray | None:
+        return self.update(batch)
+
+    def after_update(self) -> None:
+        SAC.after_update(self)
+        if self.warming_up:
+            self.follow_warmup()
