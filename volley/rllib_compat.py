@@ -385,7 +385,8 @@ RLLIB_KEYS: list[RLlibKey] = [
     same("lr", "training", example=1e-3),
     same("gamma", "training", example=0.95),
     same("train_batch_size", "training", example=1000, note=" (DQN: the steps sampled per iteration; RLlib's "
-         "DQN train_batch_size is the replay minibatch, volley's minibatch_size)"),
+         "DQN train_batch_size is the replay minibatch, volley's minibatch_size; SAC's is the replay minibatch, "
+         "as RLlib's)"),
     same("model", "training", example={"fcnet_hiddens": [32, 32]}),
     same("grad_clip", "training", example=1.0),
     same("lr_schedule", "training", example=[[0, 1e-3], [10_000, 1e-4]]),
@@ -394,6 +395,8 @@ RLLIB_KEYS: list[RLlibKey] = [
             "sampled per iteration)"),
     renamed("train_batch_size_per_learner", "train_batch_size", "training", algorithms=("ppo", "pg", "trpo"),
             example=1000),
+    renamed("train_batch_size_per_learner", "train_batch_size", "training", algorithms=SAC, example=128,
+            note=" (SAC's, as RLlib's: the replay minibatch)"),
     refused("grad_clip_by", ("training",), "volley clips the global gradient norm", allowed=("global_norm",),
             example="value"),
     refused("optimizer", ("training",), "volley's optimizers are fixed: Adam (PPO, DQN, TRPO's value "

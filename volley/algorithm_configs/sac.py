@@ -62,6 +62,9 @@ class SACConfig(ReplayKeys):
         "(SAC needs True)")
     clip_actions: bool = option(False, "environment", "clip continuous actions to the action space bounds "
                                 "(tanh keeps them inside already)")
+    num_workers: int | Literal["auto"] = option(
+        0, "rollouts", "rollout workers; 0 (RLlib's SAC default) samples in the driver process: one step "
+        "a round leaves remote workers nothing to overlap; 'auto' is the CPU count")
     num_envs_per_worker: int | Literal["auto"] = option(
         1, "rollouts", "environments each worker steps as one vector")
     rollout_fragment_length: int | Literal["auto"] = option(
@@ -180,8 +183,12 @@ class SACConfig(ReplayKeys):
 
     def async_mode(self, **kwargs: Any) -> SACConfig:
         """These settings as an :class:`ApexSACConfig` (asynchronous SAC on Ray), with ``kwargs``
-        (its own keys too) set on top."""
-        config = ApexSACConfig.from_dict(self.to_dict()).update(**kwargs)
+        (its own keys too) set on top; ``num_workers=0`` (sampling in the driver, SAC's default)
+        becomes ``'auto'`` acting workers."""
+        settings = self.to_dict()
+        if settings["num_workers"] == 0:
+            del settings["num_workers"]
+        config = ApexSACConfig.from_dict(settings).update(**kwargs)
         assert isinstance(config, SACConfig)
         return config
 
@@ -199,6 +206,8 @@ class ApexSACConfig(ApexKeys, SACConfig):
 
     algo_name: ClassVar[str] = "apex_sac"
 
+    num_workers: int | Literal["auto"] = option(
+        "auto", "rollouts", "acting workers, one CPU each; 'auto' is the CPU count")
     target_network_update_freq: int = option(
         0, "training", "environment steps between target updates (checked after every update); 0: after "
         "every gradient step")
