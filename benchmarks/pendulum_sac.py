@@ -28,7 +28,9 @@ def one_thread() -> None:
 def preset_config(name: str = "sac-pendulum", seed: int = 0):  # noqa: ANN201 (a volley config)
     from volley.presets import load_preset
 
-    return load_preset(name).make_config({"seed": seed, "metrics_num_episodes_for_smoothing": WINDOW})
+    # the goal checked every 100 steps (SB3 checks it at every episode's end, every 200)
+    return load_preset(name).make_config({"seed": seed, "metrics_num_episodes_for_smoothing": WINDOW,
+                                          "min_sample_timesteps_per_iteration": 100, "min_time_s_per_iteration": 0})
 
 
 def run_volley_sync(seed: int) -> dict:
@@ -40,7 +42,8 @@ def run_volley_async(seed: int) -> dict:
     one_thread()
     # the worker at most 500 steps ahead of one update per step: on 2 cores the learner would
     # otherwise fall behind it and the replay ratio with it
-    config = preset_config(seed=seed).async_mode(engine="ray", num_workers=1, num_cpus=2, max_sample_lead=500)
+    config = preset_config(seed=seed).async_mode(engine="ray", num_workers=1, num_cpus=2, max_sample_lead=500,
+                                                 min_time_s_per_iteration=0.2)
     return train_volley(config.build(), max_steps=MAX_STEPS)
 
 
