@@ -284,6 +284,7 @@ def test_sb3_names():
      r"^replay_buffer_capacity=100 is smaller than train_batch_size=256, "),
     ({"gradient_steps": 2, "training_intensity": 8.0}, r"training_intensity=8.0 and gradient_steps=2 both set"),
     ({"normalize_actions": False}, r"SAC takes normalize_actions=True, got False"),
+    ({"n_step": 3}, r"rollout_fragment_length=1 is smaller than n_step=3: n-step returns stop at a fragment's end"),
 ])
 def test_config_errors_name_the_value(training, message):
     with pytest.raises(ConfigError, match=message):

@@ -168,6 +168,10 @@ class SACConfig(ReplayKeys):
         for key in ("alpha_lr", "target_network_update_freq"):
             if getattr(self, key) is not None and getattr(self, key) < 0:
                 raise ConfigError(f"config key '{key}' must be >= 0, got {getattr(self, key)!r}")
+        if self.rollout_fragment_length != "auto" and self.rollout_fragment_length < self.n_step:
+            raise ConfigError(f"rollout_fragment_length={self.rollout_fragment_length} is smaller than n_step="
+                              f"{self.n_step}: n-step returns stop at a fragment's end; set "
+                              f"rollout_fragment_length >= {self.n_step}, or 'auto' (n_step, as in RLlib)")
         if self.replay_buffer_capacity < self.train_batch_size:
             raise ConfigError(f"replay_buffer_capacity={self.replay_buffer_capacity} is smaller than "
                               f"train_batch_size={self.train_batch_size}, the transitions each gradient step "

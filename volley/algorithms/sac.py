@@ -178,10 +178,12 @@ class SAC(Algorithm):
         for optimizer in self.optimizers().values():
             optimizer.zero_grad()
         (losses.critic + losses.actor + losses.alpha).backward()
-        stepped = self.optimizer_step(self.critic_optimizer, losses.critic, cfg.grad_clip)
-        stepped &= self.optimizer_step(self.actor_optimizer, losses.actor, cfg.grad_clip)
-        if self.alpha_optimizer.param_groups[0]["lr"] > 0:  # alpha_lr=0: α stays where it started
-            stepped &= self.optimizer_step(self.alpha_optimizer, losses.alpha, None)
+        # a skipped step (a non-finite loss or gradient) skips the ones after it: they read the same
+        # minibatch, and a network stepping on would reset the count of skips in a row
+        stepped = (self.optimizer_step(self.critic_optimizer, losses.critic, cfg.grad_clip)
+                   and self.optimizer_step(self.actor_optimizer, losses.actor, cfg.grad_clip)
+                   and (self.alpha_optimizer.param_groups[0]["lr"] == 0  # alpha_lr=0: α stays where it started
+                        or self.optimizer_step(self.alpha_optimizer, losses.alpha, None)))
         self._stat_sums += torch.stack([losses.critic.detach(), losses.actor.detach(), losses.alpha.detach(),
                                         self.log_alpha.detach().exp(), -losses.log_prob.mean(),
                                         losses.q.mean(), torch.ones(())])
