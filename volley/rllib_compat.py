@@ -222,13 +222,6 @@ def epsilon_points(value: Any) -> dict[str, Any]:
                       "two points [[0, start], [timesteps, end]] (a linear decay)")
 
 
-def sac_optimization(value: Any) -> dict[str, Any]:
-    """RLlib's SAC ``optimization`` dict: the actor's, the critics' and the temperature's learning rates."""
-    return _sub_keys("optimization", _check_dict("optimization", value),
-                     {"actor_learning_rate": "actor_lr", "critic_learning_rate": "critic_lr",
-                      "entropy_learning_rate": "alpha_lr"}, {})
-
-
 def num_cpus_per_learner(value: Any) -> dict[str, Any]:
     return {} if value == "auto" else {"num_cpus_for_driver": value}
 
@@ -464,20 +457,17 @@ RLLIB_KEYS: list[RLlibKey] = [
     refused("adam_epsilon", ("training",), "volley's DQN uses Adam's default epsilon", allowed=(1e-8,),
             example=1e-4, algorithms=DQN),
     # training(), SAC
-    same("twin_q", "training", example=False),
-    same("initial_alpha", "training", example=0.5),
-    same("target_entropy", "training", example=-2.0),
-    same("training_intensity", "training", example=512.0),
-    same("q_model_config", "training", example={"fcnet_hiddens": [64, 64]}),
-    same("target_network_update_freq", "training", example=1),
-    translated("optimization", ("training",), sac_optimization, ("actor_lr", "critic_lr", "alpha_lr"),
-               "`actor_learning_rate`, `critic_learning_rate`, `entropy_learning_rate` → `actor_lr`, "
-               "`critic_lr`, `alpha_lr`", example={"actor_learning_rate": 1e-3, "critic_learning_rate": 1e-3,
-                                                   "entropy_learning_rate": 1e-3}, algorithms=SAC),
-    translated("optimization_config", ("training",), sac_optimization, ("actor_lr", "critic_lr", "alpha_lr"),
-               "as `optimization`", example={"actor_learning_rate": 1e-3}, algorithms=SAC),
-    refused("_deterministic_loss", ("training",), "volley's SAC samples its actions in the loss, as the "
-            "paper does", algorithms=SAC),
+    *[same(name, "training", example=value) for name, value in (
+        ("twin_q", False), ("initial_alpha", 0.5), ("target_entropy", -2.0), ("training_intensity", 512.0),
+        ("q_model_config", {"fcnet_hiddens": [64, 64]}), ("target_network_update_freq", 1))],
+    *[translated(name, ("training",), lambda value: _sub_keys("optimization", _check_dict("optimization", value), {
+        "actor_learning_rate": "actor_lr", "critic_learning_rate": "critic_lr", "entropy_learning_rate": "alpha_lr"},
+        {}), ("actor_lr", "critic_lr", "alpha_lr"),
+                 "`actor_learning_rate`, `critic_learning_rate`, `entropy_learning_rate` → `actor_lr`, `critic_lr`, "
+                 "`alpha_lr`", example={"actor_learning_rate": 1e-3}, algorithms=SAC)
+      for name in ("optimization", "optimization_config")],
+    refused("_deterministic_loss", ("training",), "volley's SAC samples its actions in the loss, as the paper does",
+            algorithms=SAC),
     refused("_use_beta_distribution", ("training",), "volley's SAC policy is the paper's squashed Gaussian",
             algorithms=SAC),
     # fault_tolerance()

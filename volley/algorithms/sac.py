@@ -115,6 +115,8 @@ class SAC(Algorithm):
         self.critics = StackedQ(obs_size + action_dim, q_model.fcnet_hiddens, q_model.fcnet_activation,
                                 2 if cfg.twin_q else 1).to(self.device)
         self.target_critics = copy.deepcopy(self.critics).requires_grad_(False)
+        self.critic_parameters, self.target_parameters = list(self.critics.parameters()), list(
+            self.target_critics.parameters())
         self.log_alpha = torch.tensor(math.log(cfg.initial_alpha), device=self.device, requires_grad=True)
         self.target_entropy = -float(action_dim) if cfg.target_entropy == "auto" else float(cfg.target_entropy)
         actor_lr, critic_lr, alpha_lr = cfg.learning_rates()
@@ -200,8 +202,7 @@ class SAC(Algorithm):
     @torch.no_grad()
     def update_target(self) -> None:
         """Move each target critic a fraction ``tau`` towards its critic (one fused call for all)."""
-        torch._foreach_lerp_(list(self.target_critics.parameters()), list(self.critics.parameters()),
-                             self.config.tau)
+        torch._foreach_lerp_(self.target_parameters, self.critic_parameters, self.config.tau)
 
     def learner_statistics(self) -> dict[str, float]:
         """This iteration's means of the update statistics (NaN before learning starts)."""
