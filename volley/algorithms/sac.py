@@ -115,8 +115,8 @@ class SAC(Algorithm):
         self.critics = StackedQ(obs_size + action_dim, q_model.fcnet_hiddens, q_model.fcnet_activation,
                                 2 if cfg.twin_q else 1).to(self.device)
         self.target_critics = copy.deepcopy(self.critics).requires_grad_(False)
-        self.critic_parameters, self.target_parameters = list(self.critics.parameters()), list(
-            self.target_critics.parameters())
+        self.critic_parameters: list[torch.Tensor] = list(self.critics.parameters())
+        self.target_parameters: list[torch.Tensor] = list(self.target_critics.parameters())
         self.log_alpha = torch.tensor(math.log(cfg.initial_alpha), device=self.device, requires_grad=True)
         self.target_entropy = -float(action_dim) if cfg.target_entropy == "auto" else float(cfg.target_entropy)
         actor_lr, critic_lr, alpha_lr = cfg.learning_rates()
