@@ -64,7 +64,7 @@ def test_flags_override_the_preset(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--preset", "ppo-halfchetah"], "unknown preset 'ppo-halfchetah'; did you mean 'ppo-halfcheetah'"),
+    (["--preset", "ppo-halfchetah"], "unknown preset 'ppo-halfchetah'; did you mean one of 'ppo-halfcheetah'"),
     (["--config", "{missing}"], "cannot read config file '{missing}'"),
     (["--config", "{bad_yaml}"], "config file '{bad_yaml}' is not valid YAML at line 3"),
     (["--config", "{bad_key}"], "config file '{bad_key}': unknown key 'confg'; did you mean 'config'"),
