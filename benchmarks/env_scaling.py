@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
-import statistics
 
 
 def steps_per_second(env_id: str, seed: int, seconds: float, queue: multiprocessing.Queue) -> None:
@@ -47,12 +46,10 @@ def main() -> None:
     for _ in range(args.repeats):
         for n in args.processes:
             rates[n].append(together(args.env, n, args.seconds))
-    base = statistics.median(rates[args.processes[0]])
-    print("| processes | env steps/s (each repeat) | median | ratio to the first |")
-    print("| --- | --- | --- | --- |")
-    for n, values in rates.items():
-        print(f"| {n} | {', '.join(f'{v:,.0f}' for v in values)} | {statistics.median(values):,.0f} | "
-              f"{statistics.median(values) / base:.2f} |")
+    # imported after the measurements, so the children fork a process that has not imported torch
+    from volley.bench import rates_table
+
+    print(rates_table(rates, "processes"))
 
 
 if __name__ == "__main__":

@@ -88,6 +88,10 @@ False}`) it is accepted and changes nothing.
 | --- | --- |
 | `config.build()`, `config.build(env="CartPole-v1")`, `config.build_algo()` | the same; `env` is set on the config first, as in RLlib |
 | `config.environment(env=MyEnv, env_config={...})` with a `gymnasium.Env` subclass or a creator function | the same: it is called as `MyEnv(env_config)` and travels to Ray workers like a `register_env` creator. The config (and a checkpoint) keeps the name `"module:MyEnv"`; restoring it in another process needs `MyEnv` imported there (a `gymnasium.Env` subclass of an imported module, or a function of the running script), else a one-line error says so |
+| `ModelCatalog.register_custom_model(name, MyModel)`, `training(model={"custom_model": name or MyModel, "custom_model_config": {...}})` with a `TorchModelV2`, `FullyConnectedNetwork`, `ModelCatalog.get_model_v2(...)` | the same, from `volley` ([extending.md](extending.md)): `forward(input_dict, state, seq_lens)` gets `input_dict["obs"]` in the observation space's structure and `"obs_flat"`; PPO, PG, TRPO, DQN and Ape-X train it on every engine. The config (and a checkpoint) keeps the registered name or `"module:MyModel"`, never the class |
+| `ModelCatalog.register_custom_action_dist(name, MyDist)`, `training(model={"custom_action_dist": name or MyDist})` with a `TorchDistributionWrapper` (or `ActionDistribution`) subclass; `TorchCategorical`, `TorchDiagGaussian` | the same, from `volley` ([extending.md](extending.md#custom-action-distributions)): built as `MyDist(outputs, model)` on `required_model_output_shape` outputs; PPO, PG and TRPO learn with its `logp`, `entropy` and `kl`, workers act with its `sample()` from a torch generator of their own (seeded from the run's seed), so RLlib's autoregressive example runs |
+| `MultiDiscrete`, `MultiBinary`, `Box` of any shape, `Tuple` / `Dict` action spaces (RLlib's `nested_action_spaces` example) | PPO, PG and TRPO: a product of parts (categoricals, a diagonal Gaussian), log-probability, entropy and KL summed; actions travel flat (RLlib's flattened actions), the environment gets them in the space's structure. `MultiBinary` is a categorical over {0, 1} per element (RLlib has none). DQN and Ape-X: `Discrete` |
+| A Dict observation with `"action_mask"` (and `"observations"`), `environment(action_mask_key=...)`; sb3-contrib's `env.action_masks()` | volley masks the logits itself (RLlib leaves it to a custom model, which still may): probability 0 in PPO, PG and TRPO, never taken by DQN and Ape-X ([extending.md](extending.md#action-masking)) |
 | `config["lr"]`, `config["lr"] = 1e-3`, `config.get("lr")`, `config.update_from_dict({...})`, `config.to_dict()`, `PPOConfig.from_dict(d)`, `config.copy(copy_frozen=False)`, `config.freeze()`, `config.validate()` | the same; a frozen config (and every built algorithm's `algo.config`) refuses changes in one line |
 | `algo.train()` | the same; the result has volley's flat keys and RLlib's nested ones (below) |
 | `algo.evaluate()` | the same, with `evaluation_*` settings; returns the flat keys, `env_runners` (new stack) and `evaluation` (old stack's wrapper) |
@@ -96,15 +100,50 @@ False}`) it is accepted and changes nothing.
 | `algo.compute_single_action(obs, explore=False)` | the same, the action as the environment gets it (`normalize_actions`, `clip_actions`); without `explore` volley returns the most likely action, where RLlib samples (its default is the config's `explore`) |
 | `algo.get_policy()`, `.get_weights()`, `.set_weights(w)` | the torch module being trained; weights are `{name: numpy array}` |
 | `algo.get_weights()`, `algo.set_weights(w)` | `{"default_policy": {name: numpy array}}`, as RLlib returns them: copy them into another algorithm with the same network, or save them with numpy |
+| `config.callbacks(MyCallbacks)` (a `DefaultCallbacks` or `RLlibCallback` subclass, a list of them, or `make_multi_callbacks([...])`), `algo.callbacks` | the same, with the old stack's hooks and arguments; the episode hooks run on the workers of every engine, `episode.custom_metrics` become `custom_metrics/<key>_mean` (`_min`, `_max`), `episode.hist_data` `hist_stats/<key>`: see [extending.md](extending.md#callbacks-and-custom-metrics) |
 | `algo.iteration`, `algo.config`, `algo.stop()` | the same |
 | `algo.get_module()`, `algo.env_runner_group`, `algo.learner_group` | not in volley: `algo.get_policy()` is the network, `algo.workers` the rollout workers |
+| `PPOConfig.from_dict(rllib_config.to_dict())`, `config.update_from_dict(rllib_dict)` | the same: every key of RLlib's `to_dict()` has a line below, and RLlib's own defaults are always accepted (`seed=None` draws a seed that the config, every result and checkpoints keep, so the run repeats) |
+| `PPOConfig.overrides(explore=False)` (for `evaluation_config`) | the same: a dict of the keys given, each checked against the class |
+| `config.training(lr=[[0, 1e-3], [1e6, 1e-4]], entropy_coeff=[[...]])`, old stack `lr_schedule`, `entropy_coeff_schedule` | the same: RLlib's piecewise-linear schedule over the environment steps sampled (`volley.schedules`: linear between points, the last value outside them, as RLlib's `PiecewiseSchedule`); after each update the learner's rate becomes the value at the steps sampled so far, as RLlib's learners set it |
+| `from ray.tune.registry import get_trainable_cls`; `get_trainable_cls("PPO").get_default_config()` | `from volley import get_trainable_cls`: the algorithm class by RLlib's name (`"APEX"` is Ape-X) |
+| `tune.with_resources(train_fn, PPO.default_resource_request(config))` | the same: Tune's `PlacementGroupFactory` of one bundle for the trial (`num_cpus_for_driver`, default 1) and one per Ray rollout worker, as `volley tune` reserves |
+| `tune.Tuner("PPO", param_space=config)` (or `config.to_dict()`) | the same once `volley.tune` is imported (it registers volley's algorithms under RLlib's names). `tune.Tuner(PPO, ...)` with the class: Tune takes only `tune.Trainable` subclasses, which volley's algorithms are not (no algorithm imports Ray); pass `volley.tune.trainable(PPO)` |
+| `rllib train file cartpole-ppo.yaml --framework torch` | `volley train --config cartpole-ppo.yaml --framework torch`: RLlib's tuned-example files as they are (one experiment `{name: {env, run, stop, config}}`; stop on `episode_reward_mean`, `timesteps_total`, `training_iteration`, `time_total_s` and their new-stack names); every key of `config` goes through the builder, so one volley does not support is refused in one line |
+
+## RLlib's own key lists
+
+The config-key table below holds every key that RLlib's `AlgorithmConfig.to_dict()`
+gives, for every algorithm volley has: `docs/dump_rllib_keys.py`, run with RLlib
+installed, writes them with their defaults to `volley/rllib_keys.json` (RLlib 2.60, new
+and old API stack; RLlib 2.9.3, old stack; PPO, PG, DQN, Ape-X DQN, and SAC, APPO and
+IMPALA for when volley has them; TRPO is not an RLlib algorithm).
+`tests/unit/test_rllib_keys.py` fails when a key of the dump has no line in the table, and
+feeds every key at RLlib's default through `update_from_dict`: it must be taken,
+translated, or accepted changing nothing, and any other value taken or refused in one
+line naming the key. The plumbing keys (connectors, offline data, TensorFlow, `_`-prefixed
+internals) are accepted at RLlib's defaults, which volley reads from the dump, and refused
+otherwise; a `-1` that RLlib writes for a deprecated key nobody set means nothing.
+
+To refresh it for a newer RLlib:
+
+```bash
+python3 -m venv /tmp/rllib && /tmp/rllib/bin/pip install torch "ray[rllib]==X.Y.Z"
+/tmp/rllib/bin/python docs/dump_rllib_keys.py      # merges RLlib X.Y.Z into volley/rllib_keys.json
+python docs/generate.py && python -m pytest tests/unit/test_rllib_keys.py
+```
+
+then give each key the test names a line: in `volley/rllib_keys.py` (`INTERNAL`, plumbing
+accepted at RLlib's default) or in the table of `volley/rllib_compat.py`.
 
 ## Results
 
 `train()` returns volley's flat keys (`episode_reward_mean`, `timesteps_total`, the
 algorithm's statistics such as `policy_loss`), the keys of RLlib's old stack, and beside
 them the new stack's nested keys with the same numbers. `progress.jsonl`, TensorBoard
-and the console record the flat keys only, so no number is written twice.
+and the console record the flat keys only, so no number is written twice. The callbacks'
+`custom_metrics` and `hist_stats` are flat keys where RLlib 2.9 had them (top level, and
+in `result["evaluation"]`); RLlib 2.10+ nests them under `env_runners`, and so do the views.
 
 """
 
@@ -125,7 +164,8 @@ def render_results() -> str:
     """The result-key table, from ``training_views`` and ``evaluation_views`` themselves."""
     flat = {key: key for key in ("episode_reward_mean", "episode_reward_min", "episode_reward_max",
                                  "episode_len_mean", "episodes_this_iter", "timesteps_this_iter",
-                                 "episodes_total", "timesteps_total")}
+                                 "episodes_total", "timesteps_total", "custom_metrics", "hist_stats",
+                                 "learner_custom_metrics")}
     views = training_views(flat, {key: key for key in LEARNER_STATS})
     evaluation = {"evaluation": {"env_runners": evaluation_views(flat)["env_runners"]}}
     return "\n".join(["| RLlib's key | volley's flat key |", "| --- | --- |", *result_rows(views),

@@ -15,7 +15,9 @@ from volley._version import __version__
 if TYPE_CHECKING:
     from volley.algorithm import Algorithm
     from volley.algorithms import (
+        APPO,
         DQN,
+        IMPALA,
         PG,
         PPO,
         SAC,
@@ -24,22 +26,39 @@ if TYPE_CHECKING:
         ApexDQNConfig,
         ApexSAC,
         ApexSACConfig,
+        APPOConfig,
         DQNConfig,
+        IMPALAConfig,
         PGConfig,
         PPOConfig,
         SACConfig,
         TRPOConfig,
+        get_trainable_cls,
     )
+    from volley.callbacks import DefaultCallbacks, Episode, RLlibCallback, make_multi_callbacks
+    from volley.catalog import ModelCatalog
     from volley.config import AlgorithmConfig, ModelConfig
+    from volley.distributions import (
+        ActionDistribution,
+        TorchCategorical,
+        TorchDiagGaussian,
+        TorchDistributionWrapper,
+    )
     from volley.envs import register_env
-    from volley.errors import CheckpointError, ConfigError, EnvError, VolleyError
+    from volley.errors import CallbackError, CheckpointError, ConfigError, EnvError, VolleyError
+    from volley.modelv2 import FullyConnectedNetwork, TorchModelV2
 
 _HOMES = {
     "Algorithm": "volley.algorithm", "AlgorithmConfig": "volley.config", "ModelConfig": "volley.config",
-    "register_env": "volley.envs", **dict.fromkeys(["CheckpointError", "ConfigError", "EnvError",
-                                                    "VolleyError"], "volley.errors"),
-    **dict.fromkeys(["ApexDQN", "ApexDQNConfig", "ApexSAC", "ApexSACConfig", "DQN", "DQNConfig", "PG", "PGConfig", "PPO", "PPOConfig",
-                     "SAC", "SACConfig", "TRPO", "TRPOConfig"], "volley.algorithms"),
+    "register_env": "volley.envs", "ModelCatalog": "volley.catalog", "TorchModelV2": "volley.modelv2",
+    "FullyConnectedNetwork": "volley.modelv2",
+    **dict.fromkeys(["ActionDistribution", "TorchCategorical", "TorchDiagGaussian", "TorchDistributionWrapper"],
+                    "volley.distributions"),
+    **dict.fromkeys(["CallbackError", "CheckpointError", "ConfigError", "EnvError", "VolleyError"], "volley.errors"),
+    **dict.fromkeys(["DefaultCallbacks", "Episode", "RLlibCallback", "make_multi_callbacks"], "volley.callbacks"),
+    **dict.fromkeys(["APPO", "APPOConfig", "IMPALA", "IMPALAConfig", "ApexDQN", "ApexDQNConfig", "ApexSAC",
+                     "ApexSACConfig", "DQN", "DQNConfig", "PG", "PGConfig", "PPO", "PPOConfig", "SAC", "SACConfig",
+                     "TRPO", "TRPOConfig", "get_trainable_cls"], "volley.algorithms"),
 }
 
 
@@ -50,5 +69,9 @@ def __getattr__(name: str) -> Any:
     return getattr(importlib.import_module(_HOMES[name]), name)
 
 
-__all__ = ["ApexDQN", "ApexDQNConfig", "ApexSAC", "ApexSACConfig", "DQN", "DQNConfig", "PG", "PGConfig", "PPO", "Algorithm", "AlgorithmConfig", "CheckpointError", "ConfigError", "EnvError",
-           "ModelConfig", "PPOConfig", "SAC", "SACConfig", "TRPO", "TRPOConfig", "VolleyError", "__version__", "register_env"]
+__all__ = ["APPO", "APPOConfig", "IMPALA", "IMPALAConfig", "ActionDistribution", "ApexDQN", "ApexDQNConfig", "ApexSAC",
+           "ApexSACConfig", "DQN", "DQNConfig", "PG", "PGConfig", "PPO", "Algorithm", "AlgorithmConfig",
+           "CallbackError", "CheckpointError", "ConfigError", "DefaultCallbacks", "EnvError", "Episode",
+           "FullyConnectedNetwork", "ModelCatalog", "ModelConfig", "PPOConfig", "RLlibCallback", "SAC", "SACConfig",
+           "TRPO", "TRPOConfig", "TorchCategorical", "TorchDiagGaussian", "TorchDistributionWrapper", "TorchModelV2",
+           "VolleyError", "__version__", "get_trainable_cls", "make_multi_callbacks", "register_env"]

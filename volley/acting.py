@@ -14,13 +14,14 @@ does everything that learns.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import gymnasium as gym
 import numpy as np
 
 from volley.config import ModelConfig, NetworkKind
 from volley.errors import ConfigError, VolleyError
+from volley.spaces import MASKED, ActionLayout, action_layout
 
 # -- observations --------------------------------------------------------------------------
 
@@ -30,17 +31,20 @@ def is_image_space(space: gym.Space) -> bool:
     return isinstance(space, gym.spaces.Box) and space.dtype == np.uint8 and len(space.shape) in (3, 4)
 
 
-def _flat_size(space: gym.Space) -> int:
+def flat_size(space: gym.Space) -> int:
+    """The width of a flattened observation of ``space`` (Discrete one-hot)."""
     if isinstance(space, gym.spaces.Discrete):
         return int(space.n)
-    if isinstance(space, gym.spaces.Box):
+    if isinstance(space, gym.spaces.Box | gym.spaces.MultiBinary):
         return int(np.prod(space.shape))
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return int(space.nvec.sum())
     if isinstance(space, gym.spaces.Dict):
-        return sum(_flat_size(s) for s in space.spaces.values())
+        return sum(flat_size(s) for s in space.spaces.values())
     if isinstance(space, gym.spaces.Tuple):
-        return sum(_flat_size(s) for s in space.spaces)
+        return sum(flat_size(s) for s in space.spaces)
     raise VolleyError(f"observation space {space} is not supported: volley takes Box, Discrete, "
-                      "and Dict or Tuple of those")
+                      "MultiDiscrete, MultiBinary, and Dict or Tuple of those")
 
 
 def _flatten_batch(space: gym.Space, obs: object, n: int) -> np.ndarray:
@@ -49,8 +53,14 @@ def _flatten_batch(space: gym.Space, obs: object, n: int) -> np.ndarray:
         one_hot = np.zeros((n, int(space.n)), np.float32)
         one_hot[np.arange(n), np.asarray(obs, np.int64).reshape(n) - int(space.start)] = 1.0
         return one_hot
-    if isinstance(space, gym.spaces.Box):
+    if isinstance(space, gym.spaces.Box | gym.spaces.MultiBinary):
         return np.asarray(obs, np.float32).reshape(n, -1)
+    if isinstance(space, gym.spaces.MultiDiscrete):  # each element one-hot, as RLlib's preprocessor
+        offsets = np.cumsum(space.nvec.ravel()) - space.nvec.ravel()
+        one_hot = np.zeros((n, int(space.nvec.sum())), np.float32)
+        indices = (np.asarray(obs, np.int64).reshape(n, -1) - np.asarray(space.start).ravel()) + offsets
+        np.put_along_axis(one_hot, indices, 1.0, 1)
+        return one_hot
     if isinstance(space, gym.spaces.Dict):
         assert isinstance(obs, dict)
         return np.concatenate([_flatten_batch(s, obs[k], n) for k, s in space.spaces.items()], axis=1)
@@ -59,17 +69,54 @@ def _flatten_batch(space: gym.Space, obs: object, n: int) -> np.ndarray:
                           axis=1)
 
 
+class ObsMask(NamedTuple):
+    """Where an observation's action mask sits among its flat columns, and which columns the network
+    reads: the others for volley's own networks, all of them for a custom model (which gets the
+    mask too, as in RLlib)."""
+
+    mask: slice
+    net: slice | np.ndarray
+
+
+def find_action_mask(obs_space: gym.Space, action_space: gym.Space, key: str) -> ObsMask | None:
+    """Where the action mask ``key`` (RLlib's ``action_mask_key``) sits in a Dict observation, or None
+    when the observation has none; a ConfigError naming the mask's space if it cannot mask
+    ``action_space`` (one entry per logit: :meth:`volley.spaces.ActionLayout.mask_width`)."""
+    if not isinstance(obs_space, gym.spaces.Dict) or key not in obs_space.spaces:
+        return None
+    mask_space = obs_space.spaces[key]
+    width = action_layout(action_space).mask_width()
+    if not isinstance(mask_space, gym.spaces.Box | gym.spaces.MultiBinary) or mask_space.shape != (width,):
+        raise ConfigError(f"observation key {key!r} (the action mask, action_mask_key) is {mask_space}: the mask "
+                          f"of {action_space} is a Box or MultiBinary of shape ({width},), one 0/1 entry per "
+                          f"{'action' if isinstance(action_space, gym.spaces.Discrete) else 'choice of each part'}")
+    start = 0
+    for name, subspace in obs_space.spaces.items():
+        if name == key:
+            break
+        start += flat_size(subspace)
+    stop, total = start + width, flat_size(obs_space)
+    net = slice(stop, total) if start == 0 else slice(0, start) if stop == total else np.r_[0:start, stop:total]
+    return ObsMask(slice(start, stop), net)
+
+
 class ObsPreprocessor:
     """Turns a batch of raw observations into the array the network reads.
 
     Images stay uint8 (the CNN scales them); everything else becomes a flat float32
-    vector: Discrete one-hot, Dict and Tuple concatenated in key order.
+    vector: Discrete one-hot (MultiDiscrete each element one-hot), Dict and Tuple concatenated in
+    key order. An action mask in a
+    Dict observation (``mask``) stays among the columns, so it travels with the batch (to the
+    learner, into DQN's replay as ``next_obs``); ``net_shape`` is what volley's own network reads.
     """
 
-    def __init__(self, space: gym.Space) -> None:
+    def __init__(self, space: gym.Space, mask: ObsMask | None = None) -> None:
         self.space = space
         self.is_image = is_image_space(space)
-        self.shape: tuple[int, ...] = space.shape if self.is_image else (_flat_size(space),)  # type: ignore[assignment]
+        self.shape: tuple[int, ...] = space.shape if self.is_image else (flat_size(space),)  # type: ignore[assignment]
+        self.mask = mask
+        width = 0 if mask is None else mask.mask.stop - mask.mask.start
+        self.net_shape = self.shape if mask is None else (self.shape[0] - width,)
 
     def __call__(self, obs: object, n: int) -> np.ndarray:
         if self.is_image:
@@ -80,15 +127,12 @@ class ObsPreprocessor:
 # -- action spaces and draws -----------------------------------------------------------------
 
 
-def policy_outputs(action_space: gym.Space) -> tuple[int, bool]:
-    """Outputs of a policy head for ``action_space`` and whether they are a Gaussian's means
-    (one-dimensional Box) rather than logits (Discrete); a VolleyError for other spaces."""
-    if isinstance(action_space, gym.spaces.Discrete):
-        return int(action_space.n), False
-    if isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1:
-        return int(action_space.shape[0]), True
-    raise VolleyError(f"action space {action_space} is not supported: volley takes "
-                      "Discrete or a one-dimensional Box")
+def policy_outputs(action_space: gym.Space) -> tuple[int, int]:
+    """Outputs of volley's policy head for ``action_space`` (its distribution's inputs, a float Box's
+    means without log-stds) and the size of the learned log-std beside them (0 without a float
+    Box); a ConfigError naming a space volley cannot take (:mod:`volley.spaces`)."""
+    layout = action_layout(action_space)
+    return layout.inputs(log_stds=False).width, layout.dims
 
 
 def q_outputs(action_space: gym.Space) -> int:
@@ -101,10 +145,12 @@ def q_outputs(action_space: gym.Space) -> int:
 
 def squashed_outputs(action_space: gym.Space) -> int:
     """Action dimensions of a tanh-squashed Gaussian policy (SAC) for ``action_space``; a
-    ConfigError naming the space unless it is a one-dimensional Box with finite bounds."""
-    if not isinstance(action_space, gym.spaces.Box) or len(action_space.shape) != 1:
+    ConfigError naming the space unless it is a one-dimensional float Box with finite bounds."""
+    if not isinstance(action_space, gym.spaces.Box) or len(action_space.shape) != 1 \
+            or action_space.dtype.kind != "f":
         raise ConfigError(f"action space {action_space} is not supported by SAC: it takes a one-dimensional "
-                          "Box (continuous actions); for Discrete actions use dqn or ppo")
+                          "float Box (continuous actions); for Discrete and composite actions use ppo "
+                          "(dqn for Discrete)")
     if not (np.isfinite(action_space.low).all() and np.isfinite(action_space.high).all()):
         raise ConfigError(f"action space {action_space} has infinite bounds: SAC squashes its actions with "
                           "tanh into the bounds, so they must be finite (wrap the environment with "
@@ -113,7 +159,12 @@ def squashed_outputs(action_space: gym.Space) -> int:
 
 
 class RandomStreams(Protocol):
-    """One random stream per environment (see RolloutWorker)."""
+    """One random stream per environment (see RolloutWorker), and for a custom action distribution,
+    which draws in torch, the state of one torch generator for them all (None before the first
+    draw: it starts from ``torch_seed``)."""
+
+    torch_seed: int
+    torch_state: Any
 
     def gumbel(self, n: int) -> np.ndarray: ...  # float64 [N, n]
     def normal(self, dim: int) -> np.ndarray: ...  # float32 [N, dim]
@@ -158,12 +209,26 @@ def squashed_gaussian_logp(mean: np.ndarray, log_std: np.ndarray, actions: np.nd
     return (gaussian - np.log1p(-a * a)).sum(-1).astype(np.float32)
 
 
-def epsilon_greedy_logp(q_values: np.ndarray, epsilon: float) -> np.ndarray:
-    """Log-probabilities ``[..., n]`` of ε-greedy acting: ``ε/n + (1 - ε)·[a = argmax Q]``."""
+def epsilon_greedy_logp(q_values: np.ndarray, epsilon: float, masked: bool = False) -> np.ndarray:
+    """Log-probabilities ``[..., n]`` of ε-greedy acting: ``ε/n + (1 - ε)·[a = argmax Q]``. With
+    ``masked``, the actions whose Q-value is :data:`~volley.spaces.MASKED` are not drawn: ``ε`` is
+    shared by the ``m`` allowed ones (``ε/m``) and the masked ones keep MASKED."""
     n = q_values.shape[-1]
-    probs = np.full(q_values.shape, epsilon / n, q_values.dtype)
-    np.put_along_axis(probs, q_values.argmax(-1)[..., None], epsilon / n + 1 - epsilon, -1)
-    return np.log(np.maximum(probs, np.finfo(probs.dtype).tiny))  # finite at ε = 0
+    greedy = q_values.argmax(-1)[..., None]
+    tiny = np.finfo(q_values.dtype).tiny  # a log-probability finite at ε = 0
+    if not masked:
+        probs = np.full(q_values.shape, epsilon / n, q_values.dtype)
+        np.put_along_axis(probs, greedy, epsilon / n + 1 - epsilon, -1)
+        return np.log(np.maximum(probs, tiny))
+    allowed = q_values > MASKED
+    probs = np.where(allowed, epsilon / np.maximum(allowed.sum(-1, keepdims=True), 1), 0).astype(q_values.dtype)
+    np.put_along_axis(probs, greedy, np.take_along_axis(probs, greedy, -1) + (1 - epsilon), -1)
+    return np.where(allowed, np.log(np.maximum(probs, tiny)), MASKED)
+
+
+def masked_logits(logits: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """``logits`` ``[B, n]`` with those ``mask`` ``[B, n]`` forbids (0) at :data:`~volley.spaces.MASKED`."""
+    return np.where(mask != 0, logits, MASKED)
 
 
 # -- where the weights sit in the flat vector ------------------------------------------------
@@ -191,8 +256,8 @@ def parameter_shapes(obs_size: int, action_space: gym.Space, model: ModelConfig,
     in the order they were built."""
     width = model.fcnet_hiddens[-1] if model.fcnet_hiddens else obs_size
     if network == "actor_critic":
-        n_out, continuous = policy_outputs(action_space)
-        shapes: Shapes = [("log_std", (n_out,))] if continuous else []
+        n_out, n_log_std = policy_outputs(action_space)
+        shapes: Shapes = [("log_std", (n_log_std,))] if n_log_std else []
         shapes += _body_shapes("pi_body", obs_size, model.fcnet_hiddens)
         if not model.vf_share_layers:
             shapes += _body_shapes("vf_body", obs_size, model.fcnet_hiddens)
@@ -216,7 +281,8 @@ def _relu(x: np.ndarray) -> np.ndarray:
     return np.maximum(x, 0, out=x)
 
 
-ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {"tanh": np.tanh, "relu": _relu}
+ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray] | None] = {"tanh": np.tanh, "relu": _relu,
+                                                                      "linear": None}  # None: no call at all
 
 Layer = tuple[np.ndarray, np.ndarray] | Callable[[np.ndarray], np.ndarray]  # (Wᵀ, b) or an activation
 
@@ -234,10 +300,12 @@ class NumpyMLP:
         if not activation:
             return cls([(np.ascontiguousarray(weights[f"{prefix}.weight"].T), weights[f"{prefix}.bias"])])
         layers: list[Layer] = []
-        while f"{prefix}.{len(layers)}.weight" in weights:  # Linear, activation, Linear, ...
-            index = len(layers)
-            layers += [(np.ascontiguousarray(weights[f"{prefix}.{index}.weight"].T),
-                        weights[f"{prefix}.{index}.bias"]), ACTIVATIONS[activation]]
+        act = ACTIVATIONS[activation]
+        index = 0
+        while f"{prefix}.{index}.weight" in weights:  # Linear, activation, Linear, ...
+            layers.append((np.ascontiguousarray(weights[f"{prefix}.{index}.weight"].T), weights[f"{prefix}.{index}.bias"]))
+            layers += [act] if act is not None else []
+            index += 2
         return cls(layers)
 
     def __add__(self, other: NumpyMLP) -> NumpyMLP:
@@ -280,11 +348,14 @@ def _padded(layer: tuple[np.ndarray, np.ndarray], width: int) -> tuple[np.ndarra
     return padded_weight, padded_bias
 
 
+# A recurrent network's state for a batch of environments: one array [B, ...] per tensor of its
+# state; [] for a feed-forward network (every built-in one). See volley.models.Policy.
+State = list[np.ndarray]
 # actions [B, ...], the inputs of their distribution [B, ...] (logits, a Gaussian's mean,
-# Q-values), values [B]. Log-probabilities are not computed per step: a worker computes a
-# whole fragment's at once from the stacked inputs (:class:`Twin`'s ``log_prob``).
-Acting = tuple[np.ndarray, np.ndarray, np.ndarray]
-ActFn = Callable[[np.ndarray, RandomStreams, bool], Acting]
+# Q-values), values [B] and the state after this step. Log-probabilities are not computed per
+# step: a worker computes a whole fragment's at once from the stacked inputs (``log_prob``).
+Acting = tuple[np.ndarray, np.ndarray, np.ndarray, State]
+ActFn = Callable[[np.ndarray, State, RandomStreams, bool], Acting]  # (obs, state, streams, explore)
 LogProbFn = Callable[[np.ndarray, np.ndarray], np.ndarray]  # (distribution inputs, actions) -> log π(a)
 
 
@@ -295,10 +366,122 @@ class Twin(NamedTuple):
     log_prob: LogProbFn
 
 
-def actor_critic_twin(weights: Mapping[str, np.ndarray], activation: str) -> Twin:
+DrawFn = Callable[[np.ndarray, RandomStreams, bool], np.ndarray]  # (dist inputs, streams, explore) -> actions
+
+
+class Head(NamedTuple):
+    """An action distribution in numpy, from its inputs ``[B, ...]``: each environment's draw (or,
+    without ``explore``, the most likely action) and a fragment's log-probabilities. Every network
+    acts through one, after its forward pass in numpy or in torch: sampling is one function."""
+
+    draw: DrawFn
+    log_prob: LogProbFn
+
+
+def categorical_head() -> Head:
+    """Categorical over logits ``[..., n]``: Gumbel-max draws, log-softmax log-probabilities."""
+    def draw(logits: np.ndarray, streams: RandomStreams, explore: bool) -> np.ndarray:
+        return gumbel_max(logits, streams) if explore else logits.argmax(-1)
+    return Head(draw, lambda logits, actions: pick(log_softmax(logits), actions))
+
+
+def gaussian_head(log_std: np.ndarray | None) -> Head:
+    """Diagonal Gaussian: inputs are the means ``[..., d]`` and ``log_std`` ``[d]`` is fixed (volley's
+    own networks), or with ``log_std`` None the inputs hold the means then the log-stds ``[..., 2d]``
+    (RLlib's DiagGaussian, what a custom model outputs)."""
+    if log_std is None:
+        def draw(inputs: np.ndarray, streams: RandomStreams, explore: bool) -> np.ndarray:
+            mean, log_stds = np.split(inputs, 2, axis=-1)
+            return mean + np.exp(log_stds) * streams.normal(mean.shape[-1]) if explore else mean
+
+        def log_prob(inputs: np.ndarray, actions: np.ndarray) -> np.ndarray:
+            mean, log_stds = np.split(inputs, 2, axis=-1)
+            z = (actions - mean) / np.exp(log_stds)
+            return (-0.5 * z * z - log_stds).sum(-1) - np.float32(0.5 * mean.shape[-1] * np.log(2 * np.pi))
+        return Head(draw, log_prob)
+    log_std = log_std.astype(np.float64)
+    std = np.exp(log_std).astype(np.float32)
+    log_norm = np.float32(-(log_std.sum() + 0.5 * len(log_std) * np.log(2 * np.pi)))
+
+    def draw_fixed(mean: np.ndarray, streams: RandomStreams, explore: bool) -> np.ndarray:
+        return mean + std * streams.normal(len(std)) if explore else mean
+
+    def log_prob_fixed(mean: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        z = (actions - mean) / std  # log N(a; mean, std) = -½‖z‖² - Σ log std - ½·d·log 2π
+        return log_norm - np.float32(0.5) * (z * z).sum(-1)
+    return Head(draw_fixed, log_prob_fixed)
+
+
+def epsilon_greedy_head(epsilon: float, masked: bool = False) -> Head:
+    """ε-greedy over Q-values ``[..., n]``: a uniformly random action with probability ε (drawn as a
+    categorical, each environment's own noise), else the greedy one, which is also the mode. With
+    ``masked``, Q-values at :data:`~volley.spaces.MASKED` are never drawn (see :func:`epsilon_greedy_logp`)."""
+    def draw(q: np.ndarray, streams: RandomStreams, explore: bool) -> np.ndarray:
+        return gumbel_max(epsilon_greedy_logp(q, epsilon, masked), streams) if explore else q.argmax(-1)
+    return Head(draw, lambda q, actions: pick(epsilon_greedy_logp(q, epsilon, masked), actions))
+
+
+def composite_head(layout: ActionLayout, log_std: np.ndarray | None) -> Head:
+    """The product of a composite space's parts (:mod:`volley.spaces`): every categorical drawn at
+    once on the padded view of the logits (Gumbel-max, padding at MASKED), the float Boxes' values
+    as one diagonal Gaussian, their log-probabilities summed. ``log_std`` as :func:`gaussian_head`:
+    volley's network's, or None where the inputs hold the log-stds (a custom model's)."""
+    where = layout.inputs(log_stds=log_std is None)
+    num, widest = layout.padded.shape
+    categorical, gaussian = layout.categorical_columns, layout.gaussian_columns
+    half_log_2pi = np.float32(0.5 * layout.dims * np.log(2 * np.pi))
+
+    def padded_logits(inputs: np.ndarray) -> np.ndarray:  # [..., K, widest]
+        logits = inputs[..., where.logits]
+        padding = np.full((*logits.shape[:-1], 1), MASKED, logits.dtype)
+        return np.concatenate([logits, padding], -1)[..., layout.padded]
+
+    def mean_and_log_std(inputs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        mean = inputs[..., where.means]
+        if where.log_stds is not None:
+            return mean, inputs[..., where.log_stds]
+        assert log_std is not None
+        return mean, np.broadcast_to(log_std, mean.shape)
+
+    def draw(inputs: np.ndarray, streams: RandomStreams, explore: bool) -> np.ndarray:
+        actions = np.empty((len(inputs), layout.width), layout.dtype)
+        if num:
+            logits = padded_logits(inputs)
+            noise = streams.gumbel(num * widest).reshape(-1, num, widest) if explore else 0.0
+            actions[:, categorical] = (logits + noise).argmax(-1)
+        if layout.dims:
+            mean, log_stds = mean_and_log_std(inputs)
+            actions[:, gaussian] = mean + np.exp(log_stds) * streams.normal(layout.dims) if explore else mean
+        return actions
+
+    def log_prob(inputs: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        total = np.zeros(inputs.shape[:-1], np.float32)
+        if num:
+            total += pick(log_softmax(padded_logits(inputs)), actions[..., categorical]).sum(-1)
+        if layout.dims:
+            mean, log_stds = mean_and_log_std(inputs)
+            z = (actions[..., gaussian] - mean) / np.exp(log_stds)
+            total += (-0.5 * z * z - log_stds).sum(-1) - half_log_2pi
+        return total
+    return Head(draw, log_prob)
+
+
+def action_head(layout: ActionLayout, log_std: np.ndarray | None) -> Head:
+    """The numpy head of a policy over ``layout``'s space: categorical for ``Discrete``, Gaussian for a
+    one-dimensional float ``Box`` (today's two fast paths), else the product of the parts."""
+    if layout.kind == "discrete":
+        return categorical_head()
+    if layout.kind == "box":
+        return gaussian_head(log_std)
+    return composite_head(layout, log_std)
+
+
+def actor_critic_twin(weights: Mapping[str, np.ndarray], activation: str, action_space: gym.Space,
+                      mask: ObsMask | None = None) -> Twin:
     """How an MLP actor-critic with these named ``weights`` acts: actions sampled with each
     environment's own stream when ``explore``, else the most likely; the logits (or the
-    Gaussian's mean) and the values."""
+    Gaussian's mean) and the values. With ``mask``, the network reads the observation's other
+    columns and the logits the mask forbids are set to MASKED."""
     pi_head, vf_head = NumpyMLP.of(weights, "pi_head"), NumpyMLP.of(weights, "vf_head")
     # one network whose output is [logits or mean, value in column 0]
     if "vf_body.0.weight" not in weights:  # the shared body, then both heads as one layer
@@ -306,79 +489,85 @@ def actor_critic_twin(weights: Mapping[str, np.ndarray], activation: str) -> Twi
     else:  # policy and value networks stacked
         both = NumpyMLP.stacked(NumpyMLP.of(weights, "pi_body", activation) + pi_head,
                                 NumpyMLP.of(weights, "vf_body", activation) + vf_head)
-    continuous = "log_std" in weights
-    log_std = weights["log_std"].astype(np.float64) if continuous else np.zeros(0)
-    std = np.exp(log_std).astype(np.float32)
-    log_norm = np.float32(-(log_std.sum() + 0.5 * len(log_std) * np.log(2 * np.pi)))
+    head = action_head(action_layout(action_space), weights.get("log_std"))
+    draw = head.draw
 
-    def act(obs: np.ndarray, streams: RandomStreams, explore: bool) -> Acting:
+    def act(obs: np.ndarray, state: State, streams: RandomStreams, explore: bool) -> Acting:
         both_out = both(obs)
-        out, values = both_out[0], both_out[1, :, 0]
-        if continuous:
-            return (out + std * streams.normal(len(std)) if explore else out), out, values
-        return (gumbel_max(out, streams) if explore else out.argmax(-1)), out, values
+        out = both_out[0]
+        return draw(out, streams, explore), out, both_out[1, :, 0], state
 
-    def log_prob(out: np.ndarray, actions: np.ndarray) -> np.ndarray:
-        if not continuous:
-            return pick(log_softmax(out), actions)
-        z = (actions - out) / std  # log N(a; out, std) = -½‖z‖² - Σ log std - ½·d·log 2π
-        return log_norm - np.float32(0.5) * (z * z).sum(-1)
-    return Twin(act, log_prob)
+    if mask is None:
+        return Twin(act, head.log_prob)
+    net, columns = mask.net, mask.mask
+
+    def act_masked(obs: np.ndarray, state: State, streams: RandomStreams, explore: bool) -> Acting:
+        both_out = both(obs[:, net])
+        out = masked_logits(both_out[0], obs[:, columns])
+        return draw(out, streams, explore), out, both_out[1, :, 0], state
+    return Twin(act_masked, head.log_prob)
 
 
-def q_network_twin(weights: Mapping[str, np.ndarray], activation: str) -> Twin:
+def q_network_twin(weights: Mapping[str, np.ndarray], activation: str, mask: ObsMask | None = None) -> Twin:
     """How an MLP Q-network with these named ``weights`` acts: ε-greedy (ε among the weights);
-    the Q-values and the greedy values ``max_a Q``; dueling when it has a ``value_head``."""
+    the Q-values and the greedy values ``max_a Q``; dueling when it has a ``value_head``. With
+    ``mask``, the Q-values of forbidden actions are MASKED, so neither the greedy choice nor ε's
+    draw takes them."""
     body = NumpyMLP.of(weights, "body", activation) + NumpyMLP.of(weights, "hidden", activation)
     q_head = NumpyMLP.of(weights, "q_head")
     value_head = NumpyMLP.of(weights, "value_head") if "value_head.weight" in weights else None
-    epsilon = float(weights["epsilon"])
+    head = epsilon_greedy_head(float(weights["epsilon"]), masked=mask is not None)
+    draw = head.draw
+    net, columns = (mask.net, mask.mask) if mask is not None else (slice(None), None)
 
-    def act(obs: np.ndarray, streams: RandomStreams, explore: bool) -> Acting:
-        features = body(obs)
+    def act(obs: np.ndarray, state: State, streams: RandomStreams, explore: bool) -> Acting:
+        features = body(obs if columns is None else obs[:, net])
         q = q_head(features)
         if value_head is not None:
             q = value_head(features) + q - q.mean(-1, keepdims=True)
-        actions = gumbel_max(epsilon_greedy_logp(q, epsilon), streams) if explore else q.argmax(-1)
-        return actions, q, q.max(-1)
+        if columns is not None:
+            q = masked_logits(q, obs[:, columns])
+        return draw(q, streams, explore), q, q.max(-1), state
+    return Twin(act, head.log_prob)
 
-    def log_prob(q: np.ndarray, actions: np.ndarray) -> np.ndarray:
-        return pick(epsilon_greedy_logp(q, epsilon), actions)
-    return Twin(act, log_prob)
+
+def squashed_gaussian_head(uniform: bool) -> Head:
+    """SAC's squashed Gaussian over inputs ``[..., 2d]`` (the means, then the log-stds, clipped to
+    [LOG_STD_MIN, LOG_STD_MAX]): ``tanh(mean + std·ε)`` when exploring, else ``tanh(mean)``; with
+    ``uniform`` (the warm-up before learning starts) actions uniform in (-1, 1) when exploring,
+    of density ``2^-d``."""
+    def split(inputs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        dim = inputs.shape[-1] // 2
+        return inputs[..., :dim], np.clip(inputs[..., dim:], LOG_STD_MIN, LOG_STD_MAX)
+
+    def draw(inputs: np.ndarray, streams: RandomStreams, explore: bool) -> np.ndarray:
+        mean, log_std = split(inputs)
+        if not explore:
+            return np.tanh(mean)
+        if uniform:
+            return uniform_actions(streams, mean.shape[-1])
+        return np.tanh(mean + np.exp(log_std) * streams.normal(mean.shape[-1]))
+
+    def log_prob(inputs: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        if uniform:
+            return np.full(actions.shape[:-1], -actions.shape[-1] * np.log(2.0), np.float32)
+        return squashed_gaussian_logp(*split(inputs), actions)
+    return Head(draw, log_prob)
 
 
 def squashed_gaussian_twin(weights: Mapping[str, np.ndarray], activation: str) -> Twin:
     """How an MLP squashed-Gaussian policy (SAC's actor) with these named ``weights`` acts: its head
-    gives the Gaussian's mean and log-std ``[B, 2d]``; actions are ``tanh(mean + std·ε)`` when
-    exploring, else ``tanh(mean)``, and uniform in (-1, 1) while ``random_actions`` (among the
-    weights, set by the learner before learning starts) is 1. It has no values: zeros."""
+    gives the Gaussian's mean and log-std ``[B, 2d]``, drawn from by :func:`squashed_gaussian_head`,
+    uniformly while ``random_actions`` (among the weights, set by the learner before learning
+    starts) is 1. It has no values (zeros) and no recurrent state (passed through)."""
     net = NumpyMLP.of(weights, "body", activation) + NumpyMLP.of(weights, "head")
-    uniform = bool(weights["random_actions"] > 0.5)
+    head = squashed_gaussian_head(bool(weights["random_actions"] > 0.5))
+    draw = head.draw
 
-    def split(out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        dim = out.shape[-1] // 2
-        return out[..., :dim], np.clip(out[..., dim:], LOG_STD_MIN, LOG_STD_MAX)
-
-    def act(obs: np.ndarray, streams: RandomStreams, explore: bool) -> Acting:
+    def act(obs: np.ndarray, state: State, streams: RandomStreams, explore: bool) -> Acting:
         out = net(obs)
-        mean, log_std = split(out)
-        if not explore:
-            actions = np.tanh(mean)
-        elif uniform:
-            actions = uniform_actions(streams, mean.shape[-1])
-        else:
-            actions = np.tanh(mean + np.exp(log_std) * streams.normal(mean.shape[-1]))
-        return actions, out, np.zeros(len(out), np.float32)
-
-    def log_prob(out: np.ndarray, actions: np.ndarray) -> np.ndarray:
-        if uniform:  # density 2^-d on (-1, 1)^d
-            return np.full(actions.shape[:-1], -actions.shape[-1] * np.log(2.0), np.float32)
-        return squashed_gaussian_logp(*split(out), actions)
-    return Twin(act, log_prob)
-
-
-TWINS = {"actor_critic": actor_critic_twin, "q": q_network_twin, "dueling_q": q_network_twin,
-         "squashed_gaussian": squashed_gaussian_twin}
+        return draw(out, streams, explore), out, np.zeros(len(out), np.float32), state
+    return Twin(act, head.log_prob)
 
 
 class NumpyActor:
@@ -386,26 +575,35 @@ class NumpyActor:
     alone: what a rollout worker acts with unless something asks it for the torch network."""
 
     def __init__(self, obs_size: int, action_space: gym.Space, model: ModelConfig,
-                 network: NetworkKind = "actor_critic", head_hiddens: Sequence[int] = ()) -> None:
+                 network: NetworkKind = "actor_critic", head_hiddens: Sequence[int] = (),
+                 mask: ObsMask | None = None) -> None:
+        """``obs_size``: the network's inputs (without an action mask's columns, ``mask``)."""
         shapes = parameter_shapes(obs_size, action_space, model, network, head_hiddens)
         ends = np.cumsum([int(np.prod(shape)) for _, shape in shapes]).tolist()
         self.size = ends[-1]
         self._slices = [(name, end - int(np.prod(shape)), end, shape)  # where each tensor sits
                         for (name, shape), end in zip(shapes, ends, strict=True)]
-        self.activation = model.fcnet_activation
-        self.build = TWINS[network]
+        activation = model.fcnet_activation
+        self.build: Callable[[Mapping[str, np.ndarray]], Twin] = (
+            (lambda weights: actor_critic_twin(weights, activation, action_space, mask)) if network == "actor_critic"
+            else (lambda weights: squashed_gaussian_twin(weights, activation)) if network == "squashed_gaussian"
+            else (lambda weights: q_network_twin(weights, activation, mask)))
         self._twin: Twin | None = None
 
     def load(self, flat: np.ndarray) -> None:
         if flat.shape != (self.size,):
             raise VolleyError(f"weights of shape {flat.shape} given to a network of {self.size} weights")
         weights = {name: flat[start:end].reshape(shape) for name, start, end, shape in self._slices}
-        self._twin = self.build(weights, self.activation)
+        self._twin = self.build(weights)
 
-    def act(self, obs: np.ndarray, streams: RandomStreams, explore: bool) -> Acting:
+    def initial_state(self) -> State:
+        """As :meth:`volley.models.Policy.initial_state`: an MLP has no recurrent state."""
+        return []
+
+    def act(self, obs: np.ndarray, state: State, streams: RandomStreams, explore: bool) -> Acting:
         """As :meth:`volley.models.Policy.act`."""
         assert self._twin is not None, "load() the weights before acting"
-        return self._twin.act(obs, streams, explore)
+        return self._twin.act(obs, state, streams, explore)
 
     def log_prob(self, dist_inputs: np.ndarray, actions: np.ndarray) -> np.ndarray:
         """Log-probabilities of ``actions`` ``[...]`` from the distribution inputs acting returned."""

@@ -23,6 +23,8 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from volley.callbacks import EpisodeMetrics, Hooks, LearnerMetrics, result_of
+from volley.catalog import build_policy, check_trainable
 from volley.checkpoint import (
     SavedCheckpoint,
     flatten_optimizer,
@@ -33,13 +35,15 @@ from volley.checkpoint import (
 from volley.config import AlgorithmConfig
 from volley.engines import WorkerGroup, make_worker_group
 from volley.envs import EnvCreator, SingleEnv, check_env_id, env_actions, registered_creator
-from volley.errors import CheckpointError, ConfigError, TrainingError, did_you_mean
-from volley.models import ActorCritic, Policy, build_policy
+from volley.errors import CheckpointError, ConfigError, TrainingError, VolleyError, did_you_mean
+from volley.models import ActorCriticPolicy, Policy
 from volley.optim import Optimizer
 from volley.rllib_results import DEFAULT_POLICY, evaluation_views, training_views
 from volley.rollout.batch import Batch
 from volley.rollout.filters import FilterStats, RunningStats, make_filter
 from volley.rollout.worker import EnvStreams, RolloutWorker, SampleResult
+from volley.schedules import value_at
+from volley.spaces import action_layout
 
 EVAL_SEED_OFFSET = 1_000_000  # evaluation environments never replay training seeds
 
@@ -52,7 +56,7 @@ class Algorithm(ABC):
     """Base of every algorithm; build one with ``SomeConfig(...).build()``."""
 
     config_class: ClassVar[type[AlgorithmConfig]]
-    policy: Policy  # subclasses name the kind they train (ActorCritic, QNetwork)
+    policy: Policy  # subclasses name the kind they train (ActorCriticPolicy, QNetwork)
     # True where every update goes through reduce_gradients(), so MPI allreduce mode works
     averages_gradients: ClassVar[bool] = False
 
@@ -75,6 +79,23 @@ class Algorithm(ABC):
                               f"choose from {known}")
         return found
 
+    @classmethod
+    def get_default_config(cls) -> AlgorithmConfig:
+        """A new config of this algorithm with its defaults (RLlib's classmethod)."""
+        return cls.config_class()
+
+    @classmethod
+    def default_resource_request(cls, config: AlgorithmConfig | dict[str, Any]) -> Any:
+        """What a Ray Tune trial of ``config`` reserves (RLlib's classmethod, for
+        ``tune.with_resources(fn, PPO.default_resource_request(config))``): a Tune
+        ``PlacementGroupFactory`` of one bundle for the trial and one per Ray rollout worker,
+        as ``volley.tune`` reserves. The engines make it: this layer never imports Ray."""
+        from volley.engines.ray_engine import as_trial, trial_resources
+
+        if isinstance(config, dict):
+            config = cls.config_class.from_dict(config)
+        return trial_resources(as_trial(config))
+
     def __init__(self, config: AlgorithmConfig) -> None:
         config = config.copy()
         config.validate()
@@ -86,7 +107,20 @@ class Algorithm(ABC):
         config.freeze()  # as in RLlib: a built algorithm never sees its config change
         check_env_id(config.env)
         self.config = config
+        self.hooks = Hooks.of(config.callbacks_class)  # the driver's own instance (workers have theirs)
+        self.callbacks = self.hooks.callbacks
         self.workers = self.make_workers(registered_creator(config.env))
+        self.eval_workers: WorkerGroup | None = None
+        self._driver_worker: RolloutWorker | None = None
+        try:
+            self._set_up(config)
+        except BaseException:  # found unfit once the workers exist (a custom model, a hook that raised):
+            if config.engine != "mpi":  # end them; MPI ranks fail alike (or the rank hooks abort the job)
+                self.stop()
+            raise
+
+    def _set_up(self, config: AlgorithmConfig) -> None:
+        """The learner's side of :meth:`__init__`, once the workers exist."""
         self.device = torch.device("cuda" if config.num_gpus > 0 and self.workers.learns else "cpu")
         self.observation_space, self.action_space = self.workers.spaces()
         torch.manual_seed(config.seed)  # after local workers exist, so every engine inits alike
@@ -94,10 +128,13 @@ class Algorithm(ABC):
         # of a process (torch's default threads) and later ones (the learner's) would differ
         torch.set_num_threads(1)
         self.preprocess, policy = build_policy(self.observation_space, self.action_space, config.model,
-                                               config.network, config.head_hiddens)
+                                               config.network, config.head_hiddens,
+                                               action_mask_key=config.action_mask_key)
+        check_trainable(policy, config.model)
         self.policy = policy.to(self.device)
         torch.set_num_threads(self.learner_threads())
-        self.obs_filter = make_filter(config.observation_filter, self.preprocess.shape)
+        mask = self.preprocess.mask
+        self.obs_filter = make_filter(config.observation_filter, self.preprocess.shape, None if mask is None else mask.mask)
         self.reward_stats = RunningStats(()) if config.normalize_rewards else None
         self.rng = np.random.default_rng(config.seed)
         self.iteration = 0
@@ -110,7 +147,9 @@ class Algorithm(ABC):
         self._returns_this_iter: list[float] = []
         self._recent_returns: deque[float] = deque(maxlen=config.metrics_num_episodes_for_smoothing)
         self._recent_lengths: deque[int] = deque(maxlen=config.metrics_num_episodes_for_smoothing)
-        self._driver_worker: RolloutWorker | None = None
+        self._episode_metrics = EpisodeMetrics(config.metrics_num_episodes_for_smoothing,
+                                               config.keep_per_episode_custom_metrics)
+        self._learner_metrics = LearnerMetrics()
         self._results_dir: Path | None = None  # where save() without a path writes
         self._next_sample: Callable[[], list[Any]] | None = None  # sample_ahead's batch in the making
         self._sample_time = 0.0
@@ -119,6 +158,8 @@ class Algorithm(ABC):
         self.eval_workers = self.make_eval_workers()
         if config.create_env_on_driver and self.is_driver:
             self.driver_worker()  # now, so a broken environment fails at build time
+        if self.is_driver:  # as every hook of the driver's: MPI's other ranks run only the workers' hooks
+            self.hooks("on_algorithm_init", algorithm=self)
 
     # -- what each algorithm writes ------------------------------------------------------------
 
@@ -201,7 +242,7 @@ class Algorithm(ABC):
         """
         results = self._call_workers("sample", self._per_worker(num_episodes))
         self._merge(results)
-        return Batch.concat([result.batch for result in results])
+        return self._learn_on(Batch.concat([result.batch for result in results]))
 
     def sample_ahead(self) -> Batch:
         """The batch the workers sampled while the learner was updating, and the next one started
@@ -215,9 +256,16 @@ class Algorithm(ABC):
         self._merge(results)
         self._next_sample = start_sampling()
         self._sample_time += time.perf_counter() - start
-        return Batch.concat([result.batch for result in results])
+        return self._learn_on(Batch.concat([result.batch for result in results]))
 
-    def sample_and_apply(self, fn: Callable[[ActorCritic, Batch, AlgorithmConfig], Any],
+    def _learn_on(self, batch: Batch) -> Batch:
+        """The batch the learner trains on next, after the callbacks' ``on_learn_on_batch``."""
+        if self.hooks.uses("on_learn_on_batch"):
+            self.hooks("on_learn_on_batch", policy=self.policy, train_batch=batch,
+                       result=self._learner_metrics.new())
+        return batch
+
+    def sample_and_apply(self, fn: Callable[[ActorCriticPolicy, Batch, AlgorithmConfig], Any],
                          num_episodes: int | None = None) -> list[Any]:
         """Every worker samples and returns ``fn(policy, batch, config)`` instead of its batch."""
         pairs = self._call_workers("sample_and_apply", fn, self._per_worker(num_episodes))
@@ -245,6 +293,7 @@ class Algorithm(ABC):
             self._recent_lengths.extend(result.episode_lengths.tolist())
             self._steps_this_iter += result.env_steps
             self.num_env_errors += result.env_errors
+            self._episode_metrics.add(result.episode_metrics)
 
     def replica_mean(self, value: float) -> float:
         """``value`` averaged over data-parallel replicas (MPI allreduce mode), else ``value``: what
@@ -297,13 +346,21 @@ class Algorithm(ABC):
                 f"environment's observations (iteration {self.iteration + 1})")
         return False
 
-    def current_lr(self) -> float:
-        """``lr``, or ``lr_schedule`` interpolated at the current timestep."""
-        schedule = self.config.lr_schedule
-        if not schedule:
-            return self.config.lr
-        steps, values = zip(*schedule, strict=True)
-        return float(np.interp(self.timesteps_total, steps, values))
+    def scheduled(self, key: str) -> float:
+        """``key``'s value now (``lr``, ``entropy_coeff``): a number as it is, a schedule (RLlib's
+        ``[[t, v], ...]``, or the old stack's ``<key>_schedule``, which overrides it) at the
+        environment steps sampled so far, this iteration's included (``volley.schedules``)."""
+        old_stack = getattr(self.config, f"{key}_schedule", None)
+        value = old_stack if old_stack is not None else getattr(self.config, key)
+        return value_at(value, self.timesteps_total + self._steps_this_iter)
+
+    def schedule_lr(self, optimizer: Optimizer) -> float:
+        """After an update, as RLlib's learners do: ``optimizer``'s learning rate becomes ``lr`` at the
+        steps sampled so far, for the next update. Returns it (RLlib reports this one)."""
+        lr = self.scheduled("lr")
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        return lr
 
     def train(self) -> dict[str, Any]:
         """Run one training iteration and return its result dict: flat keys (``episode_reward_mean``,
@@ -333,6 +390,7 @@ class Algorithm(ABC):
         returns = np.asarray(self._recent_returns) if self._recent_returns else np.array([math.nan])
         result = {
             "training_iteration": self.iteration,
+            "seed": self.config.seed,
             "timesteps_total": self.timesteps_total,
             "timesteps_this_iter": self._steps_this_iter,
             "episodes_total": self.episodes_total,
@@ -351,11 +409,17 @@ class Algorithm(ABC):
             "num_worker_restarts": self.workers.num_restarts,
             "num_env_errors": self.num_env_errors,
             "num_skipped_updates": self.num_skipped_updates,
+            **self._episode_metrics.result(self._recent_returns, self._recent_lengths),
             **stats,
         }
+        if self._learner_metrics.dicts:
+            result["learner_custom_metrics"] = self._learner_metrics.pop()
         if evaluation is not None:
             result["evaluation"] = {k: v for k, v in evaluation.items() if k != "evaluation"}
-        return {**result, **training_views(result, stats)}
+        result.update(training_views(result, stats))
+        if self.is_driver:
+            self.hooks("on_train_result", algorithm=self, result=result)
+        return result
 
     # -- using the policy ------------------------------------------------------------------
 
@@ -402,6 +466,7 @@ class Algorithm(ABC):
         ``evaluation`` (RLlib's ``algo.evaluate()["evaluation"]["episode_reward_mean"]``).
         """
         start = time.perf_counter()
+        self.hooks("on_evaluate_start", algorithm=self)
         cfg = self.config
         by_steps = num_episodes is None and cfg.evaluation_duration_unit == "timesteps"
         amount = num_episodes or cfg.evaluation_duration
@@ -413,28 +478,38 @@ class Algorithm(ABC):
             share = -(-amount // self.eval_workers.num_workers)
             results = self.eval_workers.call("evaluate", weights, self.filter_stats,
                                              None if by_steps else share, share if by_steps else None)
-        returns = np.concatenate([r for r, _ in results])
-        lengths = np.concatenate([n for _, n in results])
+        returns = np.concatenate([r for r, _, _ in results])
+        lengths = np.concatenate([n for _, n, _ in results])
+        records = [record for _, _, worker_records in results for record in worker_records]
         flat = {"episode_reward_mean": float(returns.mean()), "episode_reward_std": float(returns.std()),
                 "episode_reward_min": float(returns.min()), "episode_reward_max": float(returns.max()),
                 "episode_len_mean": float(lengths.mean()), "episodes_this_iter": len(returns),
-                "timesteps_this_iter": int(lengths.sum()), "time_s": time.perf_counter() - start}
-        return {**flat, **evaluation_views(flat)}
+                "timesteps_this_iter": int(lengths.sum()), "time_s": time.perf_counter() - start,
+                **result_of(records, returns, lengths, cfg.keep_per_episode_custom_metrics)}
+        evaluation = {**flat, **evaluation_views(flat)}
+        self.hooks("on_evaluate_end", algorithm=self, evaluation_metrics=evaluation)
+        return evaluation
 
-    @torch.inference_mode()
     def compute_single_action(self, obs: Any, explore: bool = False) -> Any:
         """The action for one observation (the most likely one unless ``explore``), as the
-        environment receives it (``normalize_actions``, ``clip_actions``), as in RLlib."""
+        environment receives it (``normalize_actions``, ``clip_actions``), as in RLlib; drawn as
+        the workers draw theirs (:meth:`Policy.act`), with a custom model in eval mode."""
         processed = self.obs_filter(self.preprocess(_batch_of_one(obs), 1), update=False)
-        dist, _ = self.policy(torch.as_tensor(processed, device=self.device))
-        if explore:
-            if not hasattr(self, "_single_streams"):
-                self._single_streams = EnvStreams(self.config.seed, [EVAL_SEED_OFFSET - 1])
-            action = dist.sample(self._single_streams)
-        else:
-            action = dist.mode()
+        mask = self.preprocess.mask
+        if mask is not None:  # a mask of the caller's: checked as the workers check the environments'
+            problem = action_layout(self.action_space).mask_problem(processed[:, mask.mask], np.ones(1, bool))
+            if problem is not None:
+                raise VolleyError(f"compute_single_action: the action mask {processed[0, mask.mask]} (observation "
+                                  f"key {self.config.action_mask_key!r}): {problem[1]}")
+        streams = self.__dict__.setdefault("_single_streams", EnvStreams(self.config.seed, [EVAL_SEED_OFFSET - 1]))
+        training = self.policy.training
+        self.policy.eval()
+        try:
+            action = self.policy.act(processed, [], streams, explore)[0]
+        finally:
+            self.policy.train(training)
         cfg = self.config
-        return env_actions(action.cpu().numpy(), self.action_space, cfg.normalize_actions, cfg.clip_actions)[0]
+        return env_actions(action, self.action_space, cfg.normalize_actions, cfg.clip_actions)[0]
 
     # -- RLlib's policy API: one policy, "default_policy" ------------------------------------
 
@@ -531,6 +606,8 @@ class Algorithm(ABC):
         self.num_env_errors = faults.get("num_env_errors", 0)
         self.num_skipped_updates = faults.get("num_skipped_updates", 0)
         self.load_extra_state(tensors, state.get("extra", {}))
+        if self.is_driver:
+            self.hooks("on_checkpoint_loaded", algorithm=self)
 
     @classmethod
     def from_checkpoint(cls, path: str | Path, *, to_play: bool = False, **overrides: Any) -> Algorithm:

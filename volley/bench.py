@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import statistics
 import subprocess
 import sys
 import time
@@ -147,7 +148,7 @@ class SamplerRow:
         return 1 / (1 / self.raw + 1 / self.forward)
 
 
-def _rate(step: Any, steps_per_call: int, seconds: float) -> float:
+def rate(step: Any, steps_per_call: int, seconds: float) -> float:
     """Calls ``step()`` for about ``seconds`` (after one untimed call); steps per second."""
     step()
     calls, start = 0, time.perf_counter()
@@ -157,29 +158,45 @@ def _rate(step: Any, steps_per_call: int, seconds: float) -> float:
     return calls * steps_per_call / elapsed
 
 
-def measure_sampler(env: str, num_envs: int, overrides: dict[str, Any], seconds: float = 5.0) -> SamplerRow:
-    """One :class:`SamplerRow`; each part runs for about ``seconds`` with torch on one thread."""
+def sampling_worker(env: str, num_envs: int, overrides: dict[str, Any],
+                    custom_model: bool = False) -> tuple[Any, Any, int]:
+    """A PPO rollout worker as a Ray worker has it, the learner's weights, and the steps of one
+    ``worker.sample(weights, None)``; torch on one thread, as in every worker. With
+    ``custom_model``, the policy is RLlib's ``FullyConnectedNetwork`` given as a custom model: the
+    built-in MLP's layers (64x64 tanh, separate policy and value bodies), acting in torch."""
     import torch
 
     from volley.algorithms.ppo import PPO, PPOConfig
-    from volley.models import build_policy
+    from volley.catalog import build_policy
+    from volley.modelv2 import FullyConnectedNetwork
     from volley.rollout.worker import RolloutWorker
 
-    torch.set_num_threads(1)  # as in every worker
+    torch.set_num_threads(1)
     config = PPOConfig().environment(env).rollouts(num_envs_per_worker=num_envs).update(
         train_batch_size=2048, **overrides)
+    if custom_model:
+        config.training(model={"custom_model": FullyConnectedNetwork})
     plan = config.plan(num_workers=1)
     worker = RolloutWorker(config, 0, PPO.postprocess, plan=plan)
     # the learner's weights, built apart: the worker acts as a Ray worker does (an MLP in numpy,
     # its torch network never built)
     weights = build_policy(worker.observation_space, worker.action_space, config.model, config.network,
                            config.head_hiddens)[1].get_flat_weights()
-    volley = _rate(lambda: worker.sample(weights, None), plan.fragment_length * num_envs, seconds)
+    return worker, weights, plan.fragment_length * num_envs
+
+
+def measure_sampler(env: str, num_envs: int, overrides: dict[str, Any], seconds: float = 5.0,
+                    custom_model: bool = False) -> SamplerRow:
+    """One :class:`SamplerRow`; each part runs for about ``seconds`` with torch on one thread (with
+    ``custom_model``, see :func:`sampling_worker`)."""
+    worker, weights, steps = sampling_worker(env, num_envs, overrides, custom_model)
+    volley = rate(lambda: worker.sample(weights, None), steps, seconds)
     assert worker.observations is not None
     obs = worker.obs_filter(worker.observations, update=False)
-    forward = _rate(lambda: worker.act(obs, True), num_envs, seconds)
+    forward = rate(lambda: worker.act(obs, True), num_envs, seconds)
     worker.env.close()
-    return SamplerRow(env, num_envs, raw_env_rate(env, num_envs, seconds), forward, volley)
+    name = f"{env} (custom model)" if custom_model else env
+    return SamplerRow(name, num_envs, raw_env_rate(env, num_envs, seconds), forward, volley)
 
 
 def raw_env_rate(env: str, num_envs: int, seconds: float, seed: int = 0) -> float:
@@ -195,7 +212,7 @@ def raw_env_rate(env: str, num_envs: int, seconds: float, seed: int = 0) -> floa
         vec_actions = itertools.cycle([vec.action_space.sample() for _ in range(64)])
         vec.reset(seed=seed)
         try:
-            return _rate(lambda: vec.step(next(vec_actions)), num_envs, seconds)
+            return rate(lambda: vec.step(next(vec_actions)), num_envs, seconds)
         finally:
             vec.close()
     single = gym.make(env)
@@ -207,9 +224,19 @@ def raw_env_rate(env: str, num_envs: int, seconds: float, seed: int = 0) -> floa
         if terminated or truncated:
             single.reset()
     try:
-        return _rate(step, 1, seconds)
+        return rate(step, 1, seconds)
     finally:
         single.close()
+
+
+def rates_table(rates: dict[Any, list[float]], label: str, unit: str = "env steps/s") -> str:
+    """Interleaved repeats as a markdown table: each row's values, their median and its ratio to
+    the first row's median."""
+    base = statistics.median(next(iter(rates.values())))
+    lines = [f"| {label} | {unit} (each repeat) | median | ratio to the first |", "| --- | --- | --- | --- |"]
+    lines += [f"| {name} | {', '.join(f'{v:,.0f}' for v in values)} | {statistics.median(values):,.0f} | "
+              f"{statistics.median(values) / base:.2f} |" for name, values in rates.items()]
+    return "\n".join(lines)
 
 
 def sampler_table(rows: list[SamplerRow]) -> str:

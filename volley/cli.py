@@ -94,7 +94,10 @@ def _add_run_flags(command: argparse.ArgumentParser, workers_default: str) -> No
     start.add_argument("--preset", help="start from a tuned preset (`volley presets` lists them); "
                        "the flags below override its values")
     start.add_argument("--config", dest="config_file", metavar="FILE.yaml",
-                       help="start from a preset file of your own (the form of volley/tuned/*.yaml)")
+                       help="start from a preset file of your own (the form of volley/tuned/*.yaml, or "
+                       "an RLlib tuned example: `rllib train file FILE`)")
+    command.add_argument("--framework", choices=["torch"],
+                         help="RLlib's flag: run a file written for TensorFlow on torch (volley's only one)")
     command.add_argument("--algo", help="algorithm (default: ppo)")
     command.add_argument("--env", help="Gymnasium id or registered name (default: CartPole-v1)")
     command.add_argument("--workers", type=_count(0), help=f"rollout workers (default: {workers_default}; "
@@ -117,6 +120,30 @@ def _add_run_flags(command: argparse.ArgumentParser, workers_default: str) -> No
     command.add_argument("--num-cpus", type=_count(1), help="CPUs for an embedded Ray cluster")
     command.add_argument("--set", dest="overrides", type=_key_value, action="append", default=[],
                          metavar="KEY=VALUE", help="any config key, e.g. --set lr=1e-3 (repeatable)")
+    _add_import_flag(command)
+
+
+def _add_import_flag(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                         help="import this module first (from the current directory or installed; "
+                         "repeatable): one that registers environments or custom models, or defines "
+                         "the classes a checkpoint names")
+
+
+def import_user_modules(modules: list[str]) -> None:
+    """``--import``: the user's modules, imported as ``python -m`` would find them. volley itself
+    never imports what a config or checkpoint names; the user asks for it here."""
+    import importlib
+
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            raise ConfigError(f"--import {module}: {exc}") from None
+        except Exception as exc:  # the user's module failed: one line, as for an environment's creator
+            raise ConfigError(f"--import {module} failed: {type(exc).__name__}: {exc}") from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -172,6 +199,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="only this environment (repeatable; default: CartPole x16, Pong RAM, "
                          "Pong pixels, HalfCheetah, Humanoid)")
     sampler.add_argument("--seconds", type=float, default=5.0, help="time per measurement (default: 5)")
+    sampler.add_argument("--custom-model", action="store_true",
+                         help="each vector environment also with RLlib's FullyConnectedNetwork as a custom "
+                         "model (the built-in MLP's layers, acting in torch), in the row below its own")
 
     commands.add_parser("presets", help="the tuned presets and the results measured with them")
 
@@ -180,6 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--episodes", type=_count(1), default=10, help="episodes (default: 10)")
     evaluate.add_argument("--video", metavar="PATH",
                           help="also write the episodes as a video (.mp4 or .gif)")
+    _add_import_flag(evaluate)
 
     plot = commands.add_parser("plot", help="learning curves of runs (progress.jsonl) as an image")
     plot.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run or Tune trial directories")
@@ -268,12 +299,15 @@ def _preset(args: argparse.Namespace) -> Any:
         return None
     from volley.presets import load_file, load_preset
 
-    return load_preset(args.preset) if args.preset is not None else load_file(args.config_file)
+    if args.preset is not None:
+        return load_preset(args.preset)
+    return load_file(args.config_file, overrides=_overrides(args, engine=getattr(args, "engine", None),
+                                                            num_workers=args.workers))
 
 
 def _overrides(args: argparse.Namespace, **flags: Any) -> dict[str, Any]:
     """Config keys given by the run flags, then by ``--set`` (which wins)."""
-    flags |= {"num_envs_per_worker": args.envs_per_worker, "seed": args.seed,
+    flags |= {"num_envs_per_worker": args.envs_per_worker, "seed": args.seed, "framework": args.framework,
               "ray_address": args.address, "num_cpus": args.num_cpus,
               "evaluation_interval": args.eval_every}
     return {k: v for k, v in flags.items() if v is not None} | dict(args.overrides)
@@ -470,7 +504,13 @@ def _bench(args: argparse.Namespace) -> int:
             check_env_id(env)
             if env not in [case[0] for case in SAMPLER_CASES]:
                 cases.append((env, 1, {}))
-        print(sampler_table([measure_sampler(env, n, keys, args.seconds) for env, n, keys in cases]))
+        rows = []
+        for env, n, keys in cases:
+            rows.append(measure_sampler(env, n, keys, args.seconds))
+            pixels = env.startswith("ALE/") and "-ram" not in env  # the CNN: no MLP to copy
+            if args.custom_model and not pixels:
+                rows.append(measure_sampler(env, n, keys, args.seconds, custom_model=True))
+        print(sampler_table(rows))
         return 0
 
     overrides = dict(args.overrides)
@@ -514,6 +554,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if getattr(args, "address", None) is not None:
             use_cluster_auth_token()  # before anything imports Ray
+        import_user_modules(getattr(args, "imports", []))
         commands = {"train": _train, "tune": _tune, "bench": _bench, "evaluate": _evaluate,
                     "presets": _presets, "plot": _plot}
         return commands[args.command](args)

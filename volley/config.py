@@ -18,9 +18,13 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
+from volley.callbacks import callbacks_name
 from volley.coercion import coerce, type_name
 from volley.errors import ConfigError, did_you_mean, shown
-from volley.rllib_compat import env_name, rllib_key
+from volley.named import CUSTOM_ACTION_DISTS, CUSTOM_MODELS, env_name
+from volley.rllib_compat import NOT_PASSED_TO_CUSTOM_MODELS, rllib_key
+from volley.rllib_keys import unset_deprecated
+from volley.schedules import Schedulable, check_schedulable
 
 # The network workers act with: an actor-critic, Q-values with a linear or dueling head (DQN), or
 # a tanh-squashed Gaussian policy (SAC's actor; its critics stay on the learner)
@@ -28,7 +32,7 @@ NetworkKind = Literal["actor_critic", "q", "dueling_q", "squashed_gaussian"]
 
 GROUPS = ("environment", "rollouts", "training", "exploration", "resources", "framework", "debugging",
           "evaluation", "reporting", "fault_tolerance", "learners", "api_stack", "rl_module", "multi_agent",
-          "callbacks", "offline_data", "checkpointing")
+          "callbacks", "offline_data", "checkpointing", "experimental")
 
 # Environments in all when num_envs_per_worker is "auto": the count PPO's defaults were tuned with
 # (16 x 128 steps per batch); shared among the workers, every engine samples batches of one shape
@@ -50,12 +54,24 @@ class ModelConfig:
 
     fcnet_hiddens: list[int] = field(default_factory=lambda: [64, 64],
                                      metadata={"help": "hidden layer sizes of the MLP"})
-    fcnet_activation: Literal["tanh", "relu"] = field(
-        default="tanh", metadata={"help": "activation between MLP layers"})
+    fcnet_activation: Literal["tanh", "relu", "linear"] = field(
+        default="tanh", metadata={"help": "activation between MLP layers ('linear': none)"})
     vf_share_layers: bool = field(
         default=False, metadata={"help": "share the MLP body between policy and value (CNNs always share)"})
     log_std_init: float = field(
         default=0.0, metadata={"help": "initial log standard deviation of a Gaussian policy"})
+    custom_model: str | None = field(
+        default=None, metadata={"help": "a TorchModelV2 class (kept as 'module:QualName') or a name given to "
+                                "ModelCatalog.register_custom_model; None: volley's own network"})
+    custom_model_config: dict = field(
+        default_factory=dict, metadata={"help": "keyword arguments of the custom model's constructor (JSON data)"})
+    custom_action_dist: str | None = field(
+        default=None, metadata={"help": "an ActionDistribution class (kept as 'module:QualName') or a name given "
+                                "to ModelCatalog.register_custom_action_dist, built on the outputs (PPO, PG, "
+                                "TRPO); None: volley's distribution for the action space"})
+    rllib_model_keys: dict = field(
+        default_factory=dict, metadata={"help": "RLlib's other model keys set beside a custom_model "
+                                        "(conv_filters, post_fcnet_hiddens, ...): passed in its model_config"})
 
 
 @dataclass(frozen=True)
@@ -96,6 +112,7 @@ class AlgorithmConfig:
         "max_num_worker_restarts": "max_worker_restarts",
         "max_num_env_runner_restarts": "max_worker_restarts",
         "create_env_on_local_worker": "create_env_on_driver",
+        "create_env_on_local_env_runner": "create_env_on_driver",
     }
     # Stable-Baselines3's names: of one of our keys (a string), or a translation of the value into
     # ours (a function). Apart from ALIASES, so docs/rllib.md lists RLlib's names only.
@@ -110,6 +127,9 @@ class AlgorithmConfig:
     atari_preprocessing: Literal["deepmind", "karpathy", "none"] = option(
         "deepmind", "environment", "ALE pixels: 'deepmind' 84x84 grayscale x4 frames, noop starts; "
         "'karpathy' Pong from Pixels (80x80 frame differences, 2 actions); 'none' raw frames")
+    action_mask_key: str = option(
+        "action_mask", "environment", "the key of a Dict observation that holds the action mask (0/1 per "
+        "logit): masked actions get probability 0 (PPO, PG, TRPO) and are never taken (DQN, Ape-X)")
     clip_actions: bool = option(True, "environment", "clip continuous actions to the action space bounds")
     normalize_actions: bool = option(
         False, "environment", "continuous actions: the policy acts in [-1, 1], rescaled to the action "
@@ -135,6 +155,11 @@ class AlgorithmConfig:
     create_env_on_driver: bool = option(
         False, "rollouts", "build the driver's environment (algo.env, used by evaluate()) at build "
         "time, so a broken environment fails early")
+    vectorize_mode: Literal["auto", "sync", "vector_entry_point"] = option(
+        "auto", "rollouts", "a worker's vector of environments: 'sync' steps copies one after another "
+        "in its process (each seeded seed+i; RLlib's default), 'vector_entry_point' the environment's "
+        "own vector (CartPole's numpy one), 'auto' the latter where there is one; ALE pixel ids always "
+        "use ale-py's vector, which does the DeepMind preprocessing")
 
     engine: Literal["local", "ray", "mpi"] = option(
         "ray", "resources", "where workers run: 'local' in this process, 'ray' as Ray actors, "
@@ -153,7 +178,9 @@ class AlgorithmConfig:
 
     framework_str: Literal["torch"] = option("torch", "framework", "deep-learning framework")
 
-    seed: int = option(0, "debugging", "seed of weights, sampling and environment i (seeded seed+i)")
+    seed: int = option(
+        0, "debugging", "seed of weights, sampling and environment i (seeded seed+i); None (RLlib's "
+        "default) draws a random one, kept in the config, every result and checkpoints, so the run repeats")
     log_level: Literal["DEBUG", "INFO", "WARN", "WARNING", "ERROR", "CRITICAL"] = option(
         "WARN", "debugging", "level of Ray's log messages when volley starts Ray (volley itself logs "
         "nothing)")
@@ -163,9 +190,9 @@ class AlgorithmConfig:
         "likely action)")
 
     gamma: float = option(0.99, "training", "discount factor")
-    lr: float = option(3e-4, "training", "learning rate")
+    lr: Schedulable = option(3e-4, "training", "learning rate, or [[timestep, lr], ...] (RLlib's schedule)")
     lr_schedule: list[list[float]] | None = option(
-        None, "training", "piecewise-linear [[timestep, lr], ...]; overrides lr when set")
+        None, "training", "RLlib's old spelling of a schedule [[timestep, lr], ...]; overrides lr when set")
     train_batch_size: int = option(2048, "training", "environment steps per training iteration")
     grad_clip: float | None = option(0.5, "training", "max global gradient norm (None: no clipping)")
     model: ModelConfig = option(ModelConfig(), "training", "network settings, see ModelConfig")
@@ -189,7 +216,10 @@ class AlgorithmConfig:
         "iterations, so only False is accepted")
 
     metrics_num_episodes_for_smoothing: int = option(
-        100, "reporting", "episodes averaged in episode_reward_mean")
+        100, "reporting", "episodes averaged in episode_reward_mean (and in custom_metrics)")
+    keep_per_episode_custom_metrics: bool = option(
+        False, "reporting", "custom_metrics holds each key's per-episode values instead of their "
+        "_mean, _min and _max")
     min_sample_timesteps_per_iteration: int = option(
         0, "reporting", "train() repeats its training step until this many environment steps were "
         "sampled (the result has the last step's learner statistics)")
@@ -211,6 +241,10 @@ class AlgorithmConfig:
     max_consecutive_skips: int = option(
         10, "fault_tolerance", "updates in a row skipped for a non-finite loss or gradient "
         "before the run stops with a TrainingError")
+
+    callbacks_class: str | list[str] | None = option(
+        None, "callbacks", "a volley.DefaultCallbacks subclass (RLlib's hooks: custom metrics, ...), or "
+        "a list of them; kept as 'module:QualName', found again in a process that has the class")
 
     # -- builder sugar (RLlib's methods; every key in docs/rllib.md) ----------------------------
 
@@ -282,9 +316,12 @@ class AlgorithmConfig:
         """Refused, naming the key: volley trains one policy on single-agent environments."""
         return self._update_group("multi_agent", kwargs)
 
-    def callbacks(self, callbacks_class: Any = None, **kwargs: Any) -> typing.Self:
-        """Refused, naming the key: volley has no callbacks."""
-        return self._update_group("callbacks", {"callbacks_class": callbacks_class, **kwargs})
+    def callbacks(self, callbacks_class: Any = ..., **kwargs: Any) -> typing.Self:
+        """Set ``callbacks_class``: a ``DefaultCallbacks`` subclass (or a list of them) whose hooks
+        run with the episodes and the training (None: no callbacks)."""
+        if callbacks_class is not ...:  # not given: other keys only (RLlib's on_...=function ones)
+            kwargs["callbacks_class"] = callbacks_class
+        return self._update_group("callbacks", kwargs)
 
     def offline_data(self, **kwargs: Any) -> typing.Self:
         """Refused, naming the key: volley learns from the environments it steps."""
@@ -293,6 +330,17 @@ class AlgorithmConfig:
     def checkpointing(self, **kwargs: Any) -> typing.Self:
         """RLlib's checkpoint options (see docs/rllib.md)."""
         return self._update_group("checkpointing", kwargs)
+
+    def experimental(self, **kwargs: Any) -> typing.Self:
+        """RLlib's internal switches (``_validate_config``, ...): accepted at RLlib's defaults."""
+        return self._update_group("experimental", kwargs)
+
+    @classmethod
+    def overrides(cls, **kwargs: Any) -> dict[str, Any]:
+        """RLlib's partial config: the keys given, checked against this class, as a dict (for
+        ``evaluation_config``, or another config's ``update_from_dict``)."""
+        cls().update(**kwargs)
+        return dict(kwargs)
 
     # -- the one validated setter --------------------------------------------------------------
 
@@ -314,14 +362,15 @@ class AlgorithmConfig:
     def _update_group(self, group: str | None, kwargs: dict[str, Any]) -> typing.Self:
         specs = self.field_specs()
         for key, value in kwargs.items():
+            if unset_deprecated(key, value):  # RLlib's -1 for a deprecated key nobody set
+                continue
             sb3 = self.SB3_KEYS.get(key)
             if callable(sb3):
                 self._update_group(group, sb3(value))
                 continue
             name = self.ALIASES.get(key) or sb3 or key
-            rllib = rllib_key(key, self.algo_names())  # RLlib's spellings (docs/rllib.md)
-            if rllib is not None and rllib.kind == "same" and name not in specs:
-                rllib = None  # a key of other algorithms' configs
+            # RLlib's spellings (docs/rllib.md); an SB3 name is never RLlib's
+            rllib = None if sb3 is not None else rllib_key(key, self.algo_names(), specs)
             if name not in specs and rllib is None:
                 known = list(specs) + list(self.ALIASES) + list(self.SB3_KEYS)
                 raise ConfigError(f"unknown config key {key!r} for {type(self).__name__}"
@@ -331,11 +380,12 @@ class AlgorithmConfig:
             if group is not None and group not in groups and sb3 is None:  # SB3 has no builder methods
                 raise ConfigError(f"config key {key!r} is set with "
                                   f"{' or '.join(f'.{g}()' for g in sorted(groups))}, not .{group}()")
-            if rllib is None or name in specs:
+            if rllib is None:
                 self._set(key, name, value, specs[name][1])
-            else:
+            else:  # RLlib's key, as the table says (RLlib's unset values change nothing)
                 for target, item in rllib.translate(value).items():
-                    self._set(f"{target} (from RLlib's {key})", target, item, specs[target][1])
+                    label = key if target == name else f"{target} (from RLlib's {key})"
+                    self._set(label, target, item, specs[target][1])
         return self
 
     def _set(self, label: str, name: str, value: Any, hint: Any) -> None:
@@ -343,6 +393,9 @@ class AlgorithmConfig:
             value = self._merge_model(name, value)
         elif name == "env" and not isinstance(value, str):
             value = env_name(value)
+        elif name == "callbacks_class" and value is not None and not isinstance(value, str) and not (
+                isinstance(value, list) and all(isinstance(item, str) for item in value)):
+            value = callbacks_name(value)
         setattr(self, name, coerce(label, value, hint))
 
     def _merge_model(self, name: str, value: Any) -> ModelConfig:
@@ -353,14 +406,24 @@ class AlgorithmConfig:
             raise ConfigError(f"config key '{name}' must be a dict, got {shown(value)}")
         model = copy.deepcopy(getattr(self, name))
         hints = typing.get_type_hints(ModelConfig)
+        custom = value.get("custom_model", model.custom_model) is not None
         for key, item in value.items():
             rllib = rllib_key(f"model.{key}", self.algo_names())
+            if unset_deprecated(f"model.{key}", item):
+                continue
+            if key == "custom_model" and item is not None and not isinstance(item, str):
+                item = CUSTOM_MODELS.name_of(item)  # a class given directly (RLlib takes either)
+            if key == "custom_action_dist" and item is not None and not isinstance(item, str):
+                item = CUSTOM_ACTION_DISTS.name_of(item)
             if key in hints:
                 setattr(model, key, coerce(f"{name}.{key}", item, hints[key]))
+            elif rllib is not None and custom and key not in NOT_PASSED_TO_CUSTOM_MODELS:
+                model.rllib_model_keys = {**model.rllib_model_keys, **coerce(f"{name}.{key}", {key: item}, dict)}
             elif rllib is not None:
                 rllib.translate(item)  # RLlib's model keys volley has none of: accepted or refused
             else:
-                raise ConfigError(f"unknown {name} key {key!r}{did_you_mean(str(key), hints)}")
+                hint = "; a custom model's own options go in custom_model_config" if custom else ""
+                raise ConfigError(f"unknown {name} key {key!r}{did_you_mean(str(key), hints)}{hint}")
         return model
 
     # -- derived values and checks ------------------------------------------------------------
@@ -377,9 +440,10 @@ class AlgorithmConfig:
 
     def to_play(self) -> dict[str, Any]:
         """The keys that host a trained policy in as few processes as possible, to play
-        episodes with it (``volley evaluate``): in this process, no workers."""
+        episodes with it (``volley evaluate``): in this process, no workers, and no callbacks
+        (their class may be in the script that trained, not in the process that plays)."""
         return {"engine": "local", "num_workers": 0, "mpi_mode": "gather", "ray_address": None,
-                "evaluation_num_workers": 0, "evaluation_interval": None}
+                "evaluation_num_workers": 0, "evaluation_interval": None, "callbacks_class": None}
 
     def plan(self, num_workers: int | None = None) -> RolloutPlan:
         """The sizes of a run, resolved once by the driver (workers get the numbers, never ``"auto"``).
@@ -404,8 +468,7 @@ class AlgorithmConfig:
 
     def validate(self) -> None:
         """Check ranges and combinations; raise a ConfigError that names the value."""
-        positive = {"lr": self.lr,
-                    "train_batch_size": self.train_batch_size,
+        positive = {"train_batch_size": self.train_batch_size,
                     "evaluation_duration": self.evaluation_duration,
                     "metrics_num_episodes_for_smoothing": self.metrics_num_episodes_for_smoothing,
                     "num_cpus_per_worker": self.num_cpus_per_worker,
@@ -428,26 +491,38 @@ class AlgorithmConfig:
         for key in ("max_worker_restarts", "min_sample_timesteps_per_iteration", "min_time_s_per_iteration"):
             if getattr(self, key) < 0:
                 raise ConfigError(f"config key '{key}' must be >= 0, got {getattr(self, key)!r}")
-        if not 0.0 < self.gamma <= 1.0:
-            raise ConfigError(f"config key 'gamma' must be in (0, 1], got {self.gamma!r}")
+        if not 0.0 <= self.gamma <= 1.0:  # 0 too: RLlib's bandit-like examples (nested_action_spaces) set it
+            raise ConfigError(f"config key 'gamma' must be in [0, 1], got {self.gamma!r}")
         if not 0 <= self.seed < 2**31:  # seed + env index must fit every seeding API (torch, ALE)
             raise ConfigError(f"config key 'seed' must be in [0, 2**31), got {self.seed!r}")
         if self.num_gpus < 0:
             raise ConfigError(f"config key 'num_gpus' must be >= 0, got {self.num_gpus!r}")
+        check_schedulable("lr", self.lr, positive=True)
         if self.lr_schedule is not None:
-            steps = [point[0] for point in self.lr_schedule if len(point) == 2]
-            if len(steps) != len(self.lr_schedule) or steps != sorted(steps):
-                raise ConfigError("config key 'lr_schedule' must be [[timestep, lr], ...] with "
-                                  f"increasing timesteps, got {self.lr_schedule!r}")
+            check_schedulable("lr_schedule", self.lr_schedule)
         for i, width in enumerate(self.model.fcnet_hiddens):
             if width <= 0:
                 raise ConfigError(f"model.fcnet_hiddens[{i}] must be > 0, got {width}")
+        for registry, name in ((CUSTOM_MODELS, self.model.custom_model),
+                               (CUSTOM_ACTION_DISTS, self.model.custom_action_dist)):
+            if name is not None and registry.find(name) is None:
+                raise ConfigError(registry.missing(name))
         if self.mpi_mode == "allreduce" and self.engine != "mpi":
             raise ConfigError(f"mpi_mode='allreduce' needs engine='mpi', got engine={self.engine!r}")
         if self.clip_rewards is not None and self.clip_rewards is not True and not self.clip_rewards > 0:
             raise ConfigError(f"config key 'clip_rewards' must be True, a number > 0 or None, "
                               f"got {self.clip_rewards!r}")
         self._validate_evaluation()
+
+    def check_bounds(self, positive: Collection[str] = (), non_negative: Collection[str] = ()) -> None:
+        """A ConfigError naming the first key of ``positive`` that is not > 0, or of ``non_negative``
+        that is < 0."""
+        for key in positive:
+            if not getattr(self, key) > 0:
+                raise ConfigError(f"config key '{key}' must be > 0, got {getattr(self, key)!r}")
+        for key in non_negative:
+            if not getattr(self, key) >= 0:
+                raise ConfigError(f"config key '{key}' must be >= 0, got {getattr(self, key)!r}")
 
     def _validate_evaluation(self) -> None:
         if self.evaluation_interval is not None and self.evaluation_interval <= 0:
@@ -498,7 +573,7 @@ class AlgorithmConfig:
         """``config["lr"]``, as in RLlib: a key's value; an alias or RLlib's name reads its key."""
         sb3 = self.SB3_KEYS.get(key)
         name = self.ALIASES.get(key) or (sb3 if isinstance(sb3, str) else key)
-        rllib = rllib_key(key, self.algo_names())
+        rllib = rllib_key(key, self.algo_names(), self.field_specs())
         if rllib is not None and rllib.kind == "renamed":
             name = rllib.sets[0]
         if name not in self.field_specs():

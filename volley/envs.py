@@ -19,13 +19,12 @@ import gymnasium as gym
 import numpy as np
 
 from volley.errors import ConfigError, EnvError, VolleyError, did_you_mean
-from volley.rllib_compat import env_object, missing_env_hint
+from volley.named import ENVIRONMENTS
+from volley.spaces import action_layout
 
 EnvCreator = Callable[[dict], gym.Env]
 
 ERROR_INFO = "volley_env_error"  # set in the info of a GuardedEnv whose step or reset raised
-
-_CREATORS: dict[str, EnvCreator] = {}
 
 
 def register_env(name: str, creator: EnvCreator) -> None:
@@ -36,13 +35,13 @@ def register_env(name: str, creator: EnvCreator) -> None:
     """
     if not callable(creator):
         raise EnvError(f"register_env('{name}', ...) needs a callable creator, got {creator!r}")
-    _CREATORS[name] = creator
+    ENVIRONMENTS.register(name, creator)
 
 
 def registered_creator(name: str) -> EnvCreator | None:
     """The creator registered under ``name``, or the environment class or function a config was
-    given as ``env`` (named by ``volley.rllib_compat.env_name``); None if neither."""
-    return _CREATORS.get(name) or env_object(name)
+    given as ``env`` (named by ``volley.named.env_name``); None if neither."""
+    return ENVIRONMENTS.find(name)
 
 
 def _load_ale() -> bool:
@@ -66,13 +65,13 @@ def check_env_id(env: str) -> None:
     """Raise an EnvError naming ``env`` (and close ids) unless it can be built."""
     if registered_creator(env) is not None:
         return
-    if env not in gym.registry and (hint := missing_env_hint(env)) is not None:
-        raise EnvError(hint)
+    if env not in gym.registry and ENVIRONMENTS.is_given_name(env):
+        raise EnvError(ENVIRONMENTS.missing(env))
     if env.startswith("ALE/") and not _load_ale():
         raise EnvError(f"environment '{env}' needs ale-py: pip install 'volley-rl[atari]'")
     if env not in gym.registry:
         _load_ale()
-        known = list(gym.registry) + list(_CREATORS)
+        known = list(gym.registry) + list(ENVIRONMENTS.registered)
         raise EnvError(f"unknown environment id '{env}'{did_you_mean(env, known)}")
     if "mujoco" in str(gym.registry[env].entry_point):
         try:
@@ -167,6 +166,35 @@ def recreated_seed(seed: int, recreations: int) -> int:
     return int(np.random.SeedSequence([seed, recreations]).generate_state(1)[0])
 
 
+class ActionMasksObservation(gym.ObservationWrapper):
+    """sb3-contrib's masking protocol as RLlib's: an environment with an ``action_masks()`` method (what
+    MaskablePPO calls) observes ``{key: its mask, "observations": its observation}``, so the mask
+    reaches the network where a Dict observation's ``action_mask_key`` does. The mask is read after
+    every reset and step, for the observation that comes with it."""
+
+    def __init__(self, env: gym.Env, key: str, name: str) -> None:
+        super().__init__(env)
+        self.key, self.name = key, name
+        self.width = action_layout(env.action_space).mask_width()
+        self.observation_space = gym.spaces.Dict({key: gym.spaces.MultiBinary(self.width),
+                                                  "observations": env.observation_space})
+
+    def observation(self, observation: Any) -> dict[str, Any]:
+        mask = np.asarray(self.env.get_wrapper_attr("action_masks")())
+        if mask.shape != (self.width,) or mask.dtype.kind not in "biuf":
+            raise EnvError(f"environment '{self.name}'.action_masks() returned {mask.dtype} of shape {mask.shape}: "
+                           f"the mask of {self.env.action_space} holds {self.width} True/False (or 1/0) values")
+        return {self.key: mask.astype(np.int8), "observations": observation}
+
+
+def with_action_masks(make: Callable[[], gym.Env], key: str, name: str) -> Callable[[], gym.Env]:
+    """``make``, its environment wrapped in :class:`ActionMasksObservation` where it has ``action_masks()``."""
+    def made() -> gym.Env:
+        env = make()
+        return ActionMasksObservation(env, key, name) if env.has_wrapper_attr("action_masks") else env
+    return made
+
+
 class GuardedEnv(gym.Wrapper):
     """One sub-environment of a :class:`GuardedVectorEnv` that keeps its exceptions in.
 
@@ -188,6 +216,8 @@ class GuardedEnv(gym.Wrapper):
     def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict]:
         try:
             return self.env.step(action)
+        except VolleyError:  # volley's own check of what the environment gave (an action mask): bad input
+            raise
         except Exception as exc:
             self.error = ("step", exc)
             return self.observation_space.sample(), 0.0, False, False, {ERROR_INFO: True}
@@ -200,6 +230,8 @@ class GuardedEnv(gym.Wrapper):
         self._fresh = False
         try:
             return self.env.reset(seed=seed, options=options)
+        except VolleyError:
+            raise
         except Exception as exc:
             self.error = ("reset", exc)
             return self.observation_space.sample(), {ERROR_INFO: True}
@@ -221,7 +253,9 @@ class GuardedVectorEnv(gym.vector.VectorEnv):
     an episode end only resets that environment, reward 0), without the per-step merging
     of every sub-environment's info dict: the only info a worker reads is which
     environment failed (``info[ERROR_INFO]`` and its mask). For one MuJoCo environment
-    that merging and its bookkeeping cost about as much as the physics step.
+    that merging and its bookkeeping cost about as much as the physics step. Each
+    environment's own info of the latest step or reset is in :attr:`sub_infos` (for the
+    callbacks' ``episode.last_info_for()``).
     """
 
     def __init__(self, make: Callable[[], gym.Env], num_envs: int) -> None:
@@ -236,6 +270,7 @@ class GuardedVectorEnv(gym.vector.VectorEnv):
         self.render_mode = first.render_mode
         self._autoreset = np.zeros(num_envs, bool)
         self._last_obs: list[Any] = [None] * num_envs  # what a reset_mask leaves in place
+        self.sub_infos: list[dict] = [{} for _ in range(num_envs)]
         self._box = isinstance(first.observation_space, gym.spaces.Box)
 
     def _stack(self, observations: list[Any]) -> Any:
@@ -259,33 +294,36 @@ class GuardedVectorEnv(gym.vector.VectorEnv):
                                                      for i in range(self.num_envs)]
         mask = (options or {}).get("reset_mask")
         env_options = {k: v for k, v in (options or {}).items() if k != "reset_mask"} or None
-        observations, failed = [], []
+        observations, failed, infos = [], [], list(self.sub_infos)
         for i, env in enumerate(self.envs):
             if mask is None or mask[i]:
                 obs, info = env.reset(seed=seeds[i], options=env_options)
                 self._autoreset[i] = False
                 self._last_obs[i] = obs
+                infos[i] = info
             else:
                 obs, info = self._last_obs[i], {}
             observations.append(obs)
             if ERROR_INFO in info:
                 failed.append(i)
+        self.sub_infos = infos
         return self._stack(observations), self._errors(failed, self.num_envs)
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
         rewards = np.zeros(self.num_envs, np.float32)  # what the worker keeps: no conversion a step
         terminated = np.zeros(self.num_envs, bool)
         truncated = np.zeros(self.num_envs, bool)
-        observations, failed = [], []
+        observations, failed, infos = [], [], []
         for i, env in enumerate(self.envs):
             if self._autoreset[i]:
                 obs, info = env.reset()
             else:
                 obs, rewards[i], terminated[i], truncated[i], info = env.step(actions[i])
             observations.append(obs)
+            infos.append(info)
             if ERROR_INFO in info:
                 failed.append(i)
-        self._last_obs = observations
+        self._last_obs, self.sub_infos = observations, infos
         self._autoreset = terminated | truncated
         return self._stack(observations), rewards, terminated, truncated, self._errors(failed, self.num_envs)
 
@@ -310,18 +348,26 @@ def guarded_envs(vec: gym.vector.VectorEnv) -> list[GuardedEnv] | None:
 
 def make_vector_env(env: str, num_envs: int, *, env_config: dict | None = None,
                     creator: EnvCreator | None = None, atari_preprocessing: str = "deepmind",
-                    render_mode: str | None = None) -> gym.vector.VectorEnv:
+                    render_mode: str | None = None, vectorize_mode: str = "auto",
+                    action_mask_key: str = "action_mask") -> gym.vector.VectorEnv:
     """``num_envs`` copies of ``env`` stepped as one vector (autoreset on the step after an end).
 
     ``creator`` is a registered creator passed along explicitly, because the
     registry of the process that called ``register_env`` is not the worker's.
     ``render_mode`` goes to Gymnasium ids (a creator chooses its own; ale-py's vector
-    Atari does not render).
+    Atari does not render). ``vectorize_mode`` (the config key): ``"sync"`` steps copies one
+    after another, ``"vector_entry_point"`` takes the environment's own vector, ``"auto"``
+    the latter where there is one; ALE pixel ids always take ale-py's. An environment with
+    sb3-contrib's ``action_masks()`` observes its mask under ``action_mask_key`` (:class:`ActionMasksObservation`).
     """
     env_config = dict(env_config or {})
     creator = creator or registered_creator(env)
+    if creator is not None and vectorize_mode == "vector_entry_point":
+        raise ConfigError(f"vectorize_mode='vector_entry_point' but environment '{env}' is made by a "
+                          "creator function, which has no vector of its own; use 'sync'")
     if creator is not None:
-        return _guarded_vector(_checked_creator(env, creator, env_config), num_envs)
+        return _guarded_vector(with_action_masks(_checked_creator(env, creator, env_config), action_mask_key, env),
+                               num_envs)
     check_env_id(env)
     spec = gym.registry[env]
     render: dict[str, Any] = {"render_mode": render_mode} if render_mode is not None else {}
@@ -334,8 +380,12 @@ def make_vector_env(env: str, num_envs: int, *, env_config: dict | None = None,
                 return _guarded_vector(lambda: KarpathyPong(gym.make(env, **render, **env_config)),
                                        num_envs)
             return _atari_vector_env(env, num_envs, atari_preprocessing, env_config)
-        if spec.vector_entry_point is None:
-            return _guarded_vector(lambda: gym.make(env, **render, **env_config), num_envs)
+        if spec.vector_entry_point is None and vectorize_mode == "vector_entry_point":
+            raise ConfigError(f"vectorize_mode='vector_entry_point' but environment '{env}' has no vector "
+                              "entry point; use 'sync'")
+        if spec.vector_entry_point is None or vectorize_mode == "sync":
+            return _guarded_vector(with_action_masks(lambda: gym.make(env, **render, **env_config), action_mask_key,
+                                                     env), num_envs)
         return gym.make_vec(env, num_envs=num_envs, vectorization_mode="vector_entry_point", **render,
                             **env_config)
     except VolleyError:
@@ -345,12 +395,16 @@ def make_vector_env(env: str, num_envs: int, *, env_config: dict | None = None,
         raise EnvError(f"environment '{env}' failed to build{given}: {type(exc).__name__}: {exc}") from exc
 
 
-def env_actions(actions: np.ndarray, space: gym.Space, normalize: bool, clip: bool) -> np.ndarray:
-    """What the environment receives for the policy's actions ``[N, ...]``: continuous ones
-    rescaled from [-1, 1] to the space's bounds with ``normalize`` (RLlib's normalize_actions),
-    else clipped to them with ``clip``; discrete ones as they are."""
-    if not isinstance(space, gym.spaces.Box):
-        return actions
+def env_actions(actions: np.ndarray, space: gym.Space, normalize: bool, clip: bool) -> Any:
+    """What the environment receives for the policy's actions ``[N, ...]`` (the flat layout of
+    :mod:`volley.spaces`): continuous ones rescaled from [-1, 1] to the space's bounds with
+    ``normalize`` (RLlib's normalize_actions), else clipped to them with ``clip``; discrete ones as
+    they are (plus the space's ``start``); a Tuple or Dict space's as one structured action per
+    environment (:meth:`volley.spaces.ActionLayout.to_env`)."""
+    if isinstance(space, gym.spaces.Discrete):
+        return actions + space.start if space.start else actions
+    if not (isinstance(space, gym.spaces.Box) and len(space.shape) == 1 and space.dtype.kind == "f"):
+        return action_layout(space).to_env(actions, normalize, clip)
     if normalize:
         unit = np.clip(actions, -1.0, 1.0)
         return (space.low + (unit + 1.0) * 0.5 * (space.high - space.low)).astype(space.dtype)
@@ -359,10 +413,8 @@ def env_actions(actions: np.ndarray, space: gym.Space, normalize: bool, clip: bo
 
 
 def check_normalizable(space: gym.Space, env: str) -> None:
-    """A ConfigError unless ``normalize_actions`` can rescale ``space`` (finite bounds)."""
-    if isinstance(space, gym.spaces.Box) and not (np.isfinite(space.low).all() and np.isfinite(space.high).all()):
-        raise ConfigError(f"normalize_actions=True needs finite action bounds, but environment '{env}' "
-                          f"has {space}; set normalize_actions=False")
+    """A ConfigError unless ``normalize_actions`` can rescale ``space``'s float Boxes (finite bounds)."""
+    action_layout(space).check_normalizable(env)
 
 
 def reset_seeded(vec: gym.vector.VectorEnv, seeds: list[int]) -> Any:

@@ -31,6 +31,11 @@ class WorkerError(VolleyError):
     """A rollout worker failed; the message names the worker and the original error."""
 
 
+class CallbackError(VolleyError):
+    """A hook of the user's callbacks class raised; the message names the hook, where it ran
+    (the worker, for hooks run with the episodes) and the exception."""
+
+
 class TrainingError(VolleyError):
     """Training cannot go on: too many updates in a row had a non-finite loss or gradient."""
 

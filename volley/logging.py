@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
+
+import numpy as np
 
 from volley.rllib_results import without_views
 
@@ -60,12 +63,27 @@ def _cell(value: Any, width: int, fmt: str) -> str:
 
 
 def _json_safe(value: Any) -> Any:
-    """NaN and inf are not JSON; write them as null (inside nested results too)."""
+    """NaN and inf are not JSON; write them as null (inside nested results and lists too). numpy
+    numbers (a callback's ``on_train_result`` may add some) become Python's."""
     if isinstance(value, dict):
         return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, (np.ndarray, np.generic)):
+        return _json_safe(value.tolist())
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
+
+
+def _histogram(values: Any) -> np.ndarray | None:
+    """``hist_stats`` values as one float array for a TensorBoard histogram (None: empty, or not numbers)."""
+    try:
+        array = np.asarray(values, np.float64).ravel()
+    except (TypeError, ValueError):
+        return None
+    array = array[np.isfinite(array)]
+    return array if array.size else None
 
 
 def _duration(seconds: float) -> str:
@@ -159,8 +177,12 @@ class ResultLogger:
         if self.writer is not None:
             step = result["timesteps_total"]
             for key, value in flat_items(result):
-                if isinstance(value, (int, float)) and math.isfinite(value):
+                if isinstance(value, numbers.Real) and math.isfinite(value):
                     self.writer.add_scalar(f"volley/{key}", value, step)
+                elif key.startswith(("hist_stats/", "evaluation/hist_stats/")):
+                    histogram = _histogram(value)
+                    if histogram is not None:
+                        self.writer.add_histogram(f"volley/{key}", histogram, step)
             self.writer.flush()
 
     def close(self) -> None:

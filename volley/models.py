@@ -2,17 +2,22 @@
 
 One :class:`ActorCritic` serves every on-policy algorithm: an MLP for vector
 observations (separate or shared policy and value bodies) or the Nature CNN for
-images, with a categorical head for ``Discrete`` actions and a diagonal Gaussian
-with a state-independent log-std for ``Box`` actions. A :class:`QNetwork` (DQN)
-puts Q-values on the same bodies and acts ε-greedily. Both are a :class:`Policy`:
-workers call them alike (:meth:`Policy.act`), and their weights travel between
-processes as one flat float32 vector.
+images, with the inputs of the action space's distribution as its outputs
+(:mod:`volley.distributions`: a categorical for ``Discrete`` actions, a diagonal Gaussian
+with a state-independent log-std for ``Box`` actions, a product of parts for the others),
+masked where the observation carries an action mask. A :class:`QNetwork` (DQN)
+puts Q-values on the same bodies (or on a custom model's features) and acts ε-greedily.
+SAC's :class:`SquashedGaussianActor` is an MLP policy of its own (its critics, a
+:class:`StackedQ`, stay on the learner). Each is a :class:`Policy`, the one interface workers
+act with (:meth:`Policy.act`) and learners train, as is a user's custom model
+(:mod:`volley.modelv2`); :mod:`volley.catalog` builds each from the spaces and the model
+config. Their weights travel between processes as one flat float32 vector.
 
 Workers act on a few rows at a time, where torch's per-operation overhead (several
 microseconds an op) is most of the cost of a small MLP. So an MLP network acts in numpy
 (:mod:`volley.acting`, which a rollout worker uses without importing torch at all), several
-times cheaper per step; the CNN acts in torch, and all learning is torch's. Sampling is one
-function for both paths.
+times cheaper per step; the CNN and custom models act in torch, and all learning is
+torch's. Sampling is one function for both paths.
 """
 
 from __future__ import annotations
@@ -30,145 +35,42 @@ from volley.acting import (
     LOG_STD_MAX,
     LOG_STD_MIN,
     Acting,
-    ObsPreprocessor,
+    Head,
+    ObsMask,
     RandomStreams,
+    State,
     Twin,
+    action_head,
     actor_critic_twin,
-    gumbel_max,
-    parameter_shapes,
+    epsilon_greedy_head,
     policy_outputs,
     q_network_twin,
     q_outputs,
+    squashed_gaussian_head,
     squashed_gaussian_twin,
     squashed_outputs,
-    uniform_actions,
 )
-from volley.config import ModelConfig, NetworkKind
+from volley.config import ModelConfig
+from volley.distributions import (
+    Categorical as Categorical,  # learning's distributions, kept here by name
+)
+from volley.distributions import (
+    CustomDistribution,
+    Distribution,
+    EpsilonGreedy,
+    SquashedGaussian,
+    action_distribution,
+    custom_head,
+    masked,
+)
+from volley.distributions import DiagGaussian as DiagGaussian
 from volley.errors import VolleyError
-
-
-class Categorical:
-    """Distribution over ``Discrete`` actions from logits ``[B, n]``."""
-
-    def __init__(self, logits: torch.Tensor) -> None:
-        # what it was built from (the log-probabilities are not): Categorical(*inputs) is this one
-        self.inputs = (logits,)
-        self.logits = logits.log_softmax(dim=-1)
-
-    def log_prob(self, actions: torch.Tensor) -> torch.Tensor:
-        return self.logits.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
-
-    def entropy(self) -> torch.Tensor:
-        return -(self.logits.exp() * self.logits).sum(-1)
-
-    def mode(self) -> torch.Tensor:
-        return self.logits.argmax(-1)
-
-    def sample(self, streams: RandomStreams) -> torch.Tensor:
-        """Gumbel-max sampling with each environment's own noise, as the numpy actors draw."""
-        return torch.as_tensor(gumbel_max(self.logits.detach().cpu().numpy(), streams))
-
-    def kl(self, other: Categorical) -> torch.Tensor:
-        return (self.logits.exp() * (self.logits - other.logits)).sum(-1)
-
-
-class EpsilonGreedy(Categorical):
-    """A Q-network's behaviour policy: a uniformly random action with probability ε, else
-    the greedy one.
-
-    It is the categorical distribution with probabilities ``ε/n + (1 - ε)·[a = argmax Q]``,
-    so workers sample it like any policy (Gumbel-max, each environment's own noise);
-    its mode is the greedy action at every ε.
-    """
-
-    def __init__(self, q_values: torch.Tensor, epsilon: float) -> None:
-        self.greedy = q_values.argmax(-1)
-        n = q_values.shape[-1]
-        probs = epsilon / n + (1 - epsilon) * nn.functional.one_hot(self.greedy, n).to(q_values.dtype)
-        super().__init__(probs.clamp_min(torch.finfo(probs.dtype).tiny).log())  # finite at ε = 0
-
-    def mode(self) -> torch.Tensor:
-        return self.greedy
-
-
-class DiagGaussian:
-    """Independent normal per action dimension; mean ``[B, d]`` and log-std ``[d]``."""
-
-    def __init__(self, mean: torch.Tensor, log_std: torch.Tensor) -> None:
-        self.mean = mean
-        self.log_std = log_std.expand_as(mean)
-
-    @property
-    def inputs(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """What it was built from: ``DiagGaussian(*inputs)`` is the same distribution."""
-        return self.mean, self.log_std
-
-    def log_prob(self, actions: torch.Tensor) -> torch.Tensor:
-        z = (actions - self.mean) / self.log_std.exp()
-        return (-0.5 * z**2 - self.log_std - 0.5 * np.log(2 * np.pi)).sum(-1)
-
-    def entropy(self) -> torch.Tensor:
-        return (self.log_std + 0.5 * np.log(2 * np.pi * np.e)).sum(-1)
-
-    def mode(self) -> torch.Tensor:
-        return self.mean
-
-    def sample(self, streams: RandomStreams) -> torch.Tensor:
-        noise = torch.as_tensor(streams.normal(self.mean.shape[-1]), dtype=self.mean.dtype)
-        return self.mean + self.log_std.exp() * noise
-
-    def kl(self, other: DiagGaussian) -> torch.Tensor:
-        var, other_var = (2 * self.log_std).exp(), (2 * other.log_std).exp()
-        return (other.log_std - self.log_std
-                + (var + (self.mean - other.mean) ** 2) / (2 * other_var) - 0.5).sum(-1)
-
-
-class SquashedGaussian:
-    """``a = tanh(u)``, ``u ~ N(mean, std)`` per action dimension: SAC's policy (Haarnoja et al.,
-    2018), its actions in (-1, 1), which ``normalize_actions`` rescales to the space's bounds.
-    With ``uniform`` (SAC's warm-up before learning starts) it samples uniformly instead."""
-
-    def __init__(self, mean: torch.Tensor, log_std: torch.Tensor, uniform: bool = False) -> None:
-        self.mean, self.log_std, self.uniform = mean, log_std, uniform
-
-    def rsample(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """A reparameterised draw ``a = tanh(mean + std·ε)`` ``[B, d]`` and its log-probability ``[B]``,
-        differentiable in the mean and log-std: the Gaussian's log-density of ``u`` less tanh's
-        log-determinant ``Σ log(1 − tanh²(u))``, written ``2·(log 2 − u − softplus(−2u))``, which
-        stays finite where ``tanh(u)`` rounds to ±1 (the paper's appendix C)."""
-        noise = torch.randn_like(self.mean)
-        u = self.mean + self.log_std.exp() * noise
-        gaussian = -0.5 * noise.square() - self.log_std - 0.5 * math.log(2 * math.pi)
-        log_det = 2.0 * (math.log(2.0) - u - nn.functional.softplus(-2.0 * u))
-        return torch.tanh(u), (gaussian - log_det).sum(-1)
-
-    def log_prob(self, actions: torch.Tensor) -> torch.Tensor:
-        """Log-probabilities ``[B]`` of squashed actions (taken 1e-6 inside ±1, where atanh is infinite)."""
-        if self.uniform:
-            return torch.full(actions.shape[:-1], -actions.shape[-1] * math.log(2.0))
-        a = actions.clamp(-1 + 1e-6, 1 - 1e-6)
-        z = (torch.atanh(a) - self.mean) / self.log_std.exp()
-        gaussian = -0.5 * z.square() - self.log_std - 0.5 * math.log(2 * math.pi)
-        return (gaussian - torch.log1p(-a.square())).sum(-1)
-
-    def mode(self) -> torch.Tensor:
-        return torch.tanh(self.mean)
-
-    def sample(self, streams: RandomStreams) -> torch.Tensor:
-        """With each environment's own noise, as the numpy actors draw."""
-        dim = self.mean.shape[-1]
-        if self.uniform:
-            return torch.as_tensor(uniform_actions(streams, dim))
-        noise = torch.as_tensor(streams.normal(dim), dtype=self.mean.dtype)
-        return torch.tanh(self.mean + self.log_std.exp() * noise)
-
-
-Distribution = Categorical | DiagGaussian  # an ActorCritic's (what the on-policy algorithms read)
-PolicyDistribution = Distribution | SquashedGaussian  # any Policy's
+from volley.spaces import action_layout
 
 # -- networks --------------------------------------------------------------------------------
 
-ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU}  # acting's, in torch
+# acting's, in torch ("linear" keeps an Identity, so a body's Linears stay its even entries)
+ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "linear": nn.Identity}
 
 
 def _layer(n_in: int, n_out: int, gain: float) -> nn.Linear:
@@ -237,9 +139,20 @@ def named_arrays(module: nn.Module) -> dict[str, np.ndarray]:
 
 
 class Policy(nn.Module):
-    """A network workers act with: ``forward(obs)`` gives an action distribution and values
-    ``[B]``; :meth:`act` does the same for acting, numpy in and out; its weights travel
-    between processes as one flat float32 vector."""
+    """The one interface of every network workers act with and learners train: built-in or custom,
+    feed-forward or recurrent (:mod:`volley.catalog` builds them).
+
+    - :meth:`outputs` ``(obs, state, seq_lens) -> (dist_inputs, values, state_out)``: the
+      inputs of the action distribution (logits, a Gaussian's parameters, Q-values), the
+      values ``[B]`` and the recurrent state after these observations;
+    - :meth:`initial_state`: one environment's state at an episode start, a list of arrays
+      without the batch dimension; ``[]`` for a feed-forward network, which ignores ``state``;
+    - :meth:`act` does the same for acting, numpy in and out: an MLP through its numpy twin
+      (:mod:`volley.acting`), anything else in torch, one forward pass for a worker's batch of
+      environments. A worker holds each environment's state and passes it in (see
+      ``RolloutWorker``);
+    - its weights travel between processes as one flat float32 vector.
+    """
 
     def get_flat_weights(self) -> np.ndarray:
         """All parameters as one float32 vector (what workers receive)."""
@@ -252,13 +165,19 @@ class Policy(nn.Module):
                                       self.parameters())
         self._twin: tuple[list[int], Twin] | None = None
 
-    def act(self, obs: np.ndarray, streams: RandomStreams, explore: bool) -> Acting:
-        """Actions for a batch of (filtered) observations ``[B, *obs_shape]``: sampled with each
-        environment's own stream when ``explore``, else the most likely; with the inputs of
-        their distribution (see :meth:`log_prob`) and the values. An MLP acts through its
+    def initial_state(self) -> State:
+        """One environment's recurrent state at the start of an episode: arrays without the batch
+        dimension (RLlib's ``get_initial_state()``); ``[]`` for a feed-forward network."""
+        return []
+
+    def act(self, obs: np.ndarray, state: State, streams: RandomStreams, explore: bool) -> Acting:
+        """Actions for a batch of (filtered) observations ``[B, *obs_shape]`` and the environments'
+        ``state`` (each array ``[B, ...]``): sampled with each environment's own stream when
+        ``explore``, else the most likely; with the inputs of their distribution (see
+        :meth:`log_prob`), the values and the state after this step. An MLP acts through its
         numpy twin, rebuilt whenever the weights changed (set here, or changed in place:
         loaded, or stepped by an optimizer)."""
-        return self._current_twin().act(obs, streams, explore)
+        return self._current_twin().act(obs, state, streams, explore)
 
     def log_prob(self, dist_inputs: np.ndarray, actions: np.ndarray) -> np.ndarray:
         """Log-probabilities of ``actions`` ``[...]`` under the distributions whose inputs
@@ -270,7 +189,7 @@ class Policy(nn.Module):
         versions = [p._version for p in params]  # in-place changes count them
         twin = getattr(self, "_twin", None)
         if twin is None or twin[0] != versions:
-            twin = (versions, self.numpy_twin() or Twin(self._act_in_torch, self._log_prob_in_torch))
+            twin = (versions, self.numpy_twin() or self._torch_twin())
             self._twin = twin
         return twin[1]
 
@@ -278,32 +197,46 @@ class Policy(nn.Module):
         """Acting like :meth:`act` with numpy copies of the weights (None: act in torch)."""
         return None
 
-    def outputs(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The distribution's inputs and the values ``[B]`` for observations ``[B, *obs_shape]``."""
+    def numpy_head(self) -> Head:
+        """The action distribution, in numpy, that acting draws from (its parameters, a fixed
+        log-std or ε, as they are now)."""
         raise NotImplementedError
 
-    def distribution_of(self, dist_inputs: torch.Tensor) -> PolicyDistribution:
+    def _torch_twin(self) -> Twin:
+        """Acting with a forward pass in torch (a CNN, a custom model), then the draw in numpy: the
+        forward pass is the only torch work of a step (what :meth:`act` costs beyond it: a
+        conversion of each output to numpy)."""
+        head = self.numpy_head()
+        device = next(self.parameters()).device
+
+        def act(obs: np.ndarray, state: State, streams: RandomStreams, explore: bool) -> Acting:
+            with torch.no_grad():
+                state_in = [torch.as_tensor(s, device=device) for s in state]
+                # RLlib's acting: sequences of one step each when the network is recurrent
+                seq_lens = torch.ones(len(obs), dtype=torch.int32, device=device) if state else None
+                dist_inputs, values, state_out = self.outputs(torch.as_tensor(obs, device=device), state_in,
+                                                              seq_lens)
+            inputs = dist_inputs.cpu().numpy()
+            return (head.draw(inputs, streams, explore), inputs, values.cpu().numpy(),
+                    [s.cpu().numpy() for s in state_out])
+        return Twin(act, head.log_prob)
+
+    def outputs(self, obs: torch.Tensor, state: Sequence[torch.Tensor] = (),
+                seq_lens: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+        """The distribution's inputs, the values ``[B]`` and the state after these observations
+        ``[B, *obs_shape]`` (``state``: each tensor ``[B, ...]``; ``seq_lens``: how many of the rows
+        each sequence holds, for a recurrent network that learns on sequences)."""
+        raise NotImplementedError
+
+    def distribution_of(self, dist_inputs: torch.Tensor) -> Distribution:
         """The action distribution with these inputs (what :meth:`outputs` gives)."""
         raise NotImplementedError
 
-    def forward(self, obs: torch.Tensor) -> tuple[PolicyDistribution, torch.Tensor]:
+    def forward(self, obs: torch.Tensor, state: Sequence[torch.Tensor] = (),
+                seq_lens: torch.Tensor | None = None) -> tuple[Distribution, torch.Tensor]:
         """Action distribution and values ``[B]`` for observations ``[B, *obs_shape]``."""
-        dist_inputs, values = self.outputs(obs)
+        dist_inputs, values, _ = self.outputs(obs, state, seq_lens)
         return self.distribution_of(dist_inputs), values
-
-    @torch.inference_mode()
-    def _act_in_torch(self, obs: np.ndarray, streams: RandomStreams, explore: bool) -> Acting:
-        device = next(self.parameters()).device
-        dist_inputs, values = self.outputs(torch.as_tensor(obs, device=device))
-        dist = self.distribution_of(dist_inputs)
-        actions = dist.sample(streams) if explore else dist.mode()
-        return actions.cpu().numpy(), dist_inputs.cpu().numpy(), values.cpu().numpy()
-
-    @torch.inference_mode()
-    def _log_prob_in_torch(self, dist_inputs: np.ndarray, actions: np.ndarray) -> np.ndarray:
-        device = next(self.parameters()).device
-        dist = self.distribution_of(torch.as_tensor(dist_inputs, device=device))
-        return dist.log_prob(torch.as_tensor(actions, device=device)).cpu().numpy()
 
     def get_weights(self) -> dict[str, np.ndarray]:
         """Every tensor of the network by name, as numpy copies (RLlib's ``policy.get_weights()``)."""
@@ -324,50 +257,100 @@ class Policy(nn.Module):
         self.load_state_dict({name: torch.tensor(np.asarray(value)) for name, value in weights.items()})
 
 
-class ActorCritic(Policy):
-    """Policy and value function over one observation encoding."""
+class ActorCriticPolicy(Policy):
+    """A policy with a value function beside it: what PPO, PG and TRPO train. PG and TRPO step the
+    policy and fit the value function apart, so it also gives each alone and their parameters."""
+
+    def distribution(self, obs: torch.Tensor) -> Distribution:
+        """The action distribution alone: what a policy step reads (TRPO's, PG's)."""
+        raise NotImplementedError
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        """The values ``[B]`` alone: what a value-function fit reads."""
+        raise NotImplementedError
+
+    def policy_parameters(self) -> list[nn.Parameter]:
+        """Parameters the action distribution depends on (a shared body included)."""
+        raise NotImplementedError
+
+    def value_parameters(self) -> list[nn.Parameter]:
+        """Parameters only the value function uses (just the head when the body is shared)."""
+        raise NotImplementedError
+
+
+def split_mask(obs: torch.Tensor, mask: ObsMask | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The columns of flat observations ``[B, n]`` a network reads, and their action mask (None without one)."""
+    if mask is None:
+        return obs, None
+    net = mask.net if isinstance(mask.net, slice) else torch.as_tensor(mask.net, device=obs.device)
+    return obs[:, net], obs[:, mask.mask]
+
+
+class ActorCritic(ActorCriticPolicy):
+    """volley's own policy and value function over one observation encoding (MLP or Nature CNN).
+
+    Its policy head outputs the inputs of the action space's distribution (:mod:`volley.spaces`:
+    logits, and for float Boxes the means beside a learned state-independent log-std), or with
+    ``custom_dist`` (a custom action distribution class and its ``required_model_output_shape``)
+    that many inputs of the user's distribution. With ``mask`` (an action mask among the
+    observation's columns) the network reads the other columns and its logits are masked."""
 
     def __init__(self, obs_shape: tuple[int, ...], is_image: bool, action_space: gym.Space,
-                 model: ModelConfig) -> None:
+                 model: ModelConfig, mask: ObsMask | None = None,
+                 custom_dist: tuple[type, int] | None = None) -> None:
         super().__init__()
-        n_out, self.continuous = policy_outputs(action_space)
+        self.layout = action_layout(action_space)
+        self.mask = mask
+        self.custom_dist = custom_dist
+        n_out, n_log_std = policy_outputs(action_space) if custom_dist is None else (custom_dist[1], 0)
         self.activation = model.fcnet_activation
         self.pi_body, n_feat = trunk(obs_shape, is_image, model)
         self.vf_body = None if is_image or model.vf_share_layers else trunk(obs_shape, False, model)[0]
         self.pi_head = _layer(n_feat, n_out, 0.01)
         self.vf_head = _layer(n_feat, 1, 1.0)
-        self.log_std = nn.Parameter(torch.full((n_out,), model.log_std_init)) if self.continuous else None
+        self.log_std = nn.Parameter(torch.full((n_log_std,), model.log_std_init)) if n_log_std else None
 
-    def outputs(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Logits (or the Gaussian's mean) and values."""
-        features = self.pi_body(obs)
-        value_features = features if self.vf_body is None else self.vf_body(obs)
-        return self.pi_head(features), self.vf_head(value_features).squeeze(-1)
+    def outputs(self, obs: torch.Tensor, state: Sequence[torch.Tensor] = (),
+                seq_lens: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+        """Logits (or the Gaussian's mean) and values; feed-forward, so no state."""
+        net, mask = split_mask(obs, self.mask)
+        features = self.pi_body(net)
+        value_features = features if self.vf_body is None else self.vf_body(net)
+        logits = self.pi_head(features)
+        return logits if mask is None else masked(logits, mask), self.vf_head(value_features).squeeze(-1), []
 
     def distribution(self, obs: torch.Tensor) -> Distribution:
         """The action distribution alone: what a policy step reads (TRPO's, PG's), without the
         value network's forward pass over the whole batch."""
-        return self.distribution_of(self.pi_head(self.pi_body(obs)))
+        net, mask = split_mask(obs, self.mask)
+        logits = self.pi_head(self.pi_body(net))
+        return self.distribution_of(logits if mask is None else masked(logits, mask))
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         """The values ``[B]`` alone: what a value-function fit reads, without the policy's."""
-        return self.vf_head(self.pi_body(obs) if self.vf_body is None else self.vf_body(obs)).squeeze(-1)
+        net = split_mask(obs, self.mask)[0]
+        return self.vf_head(self.pi_body(net) if self.vf_body is None else self.vf_body(net)).squeeze(-1)
 
     def distribution_of(self, dist_inputs: torch.Tensor) -> Distribution:
-        return Categorical(dist_inputs) if self.log_std is None else DiagGaussian(dist_inputs, self.log_std)
+        if self.custom_dist is not None:
+            return CustomDistribution(self.custom_dist[0], dist_inputs, self, self.layout)
+        return action_distribution(self.layout, dist_inputs, self.log_std)
 
     def numpy_twin(self) -> Twin | None:
-        if not isinstance(self.pi_body, nn.Sequential):  # the CNN acts in torch
-            return None
-        return actor_critic_twin(named_arrays(self), self.activation)
+        if not isinstance(self.pi_body, nn.Sequential) or self.custom_dist is not None:
+            return None  # the CNN, and a custom distribution's draws, act in torch
+        return actor_critic_twin(named_arrays(self), self.activation, self.layout.space, self.mask)
+
+    def numpy_head(self) -> Head:
+        if self.custom_dist is not None:
+            return custom_head(self.custom_dist[0], self, self.layout, self.pi_head.weight.device)
+        return action_head(self.layout, None if self.log_std is None else self.log_std.detach().cpu().numpy())
 
     def policy_parameters(self) -> list[nn.Parameter]:
-        """Parameters the action distribution depends on (a shared body included)."""
         params = [*self.pi_body.parameters(), *self.pi_head.parameters()]
         return params + ([self.log_std] if self.log_std is not None else [])
 
     def value_parameters(self) -> list[nn.Parameter]:
-        """Parameters only the value function uses (just the head when the body is shared)."""
         body = [] if self.vf_body is None else list(self.vf_body.parameters())
         return body + list(self.vf_head.parameters())
 
@@ -375,18 +358,23 @@ class ActorCritic(Policy):
 class QNetwork(Policy):
     """Q-values ``[B, n]`` for ``Discrete`` actions (DQN), acting ε-greedily.
 
-    A linear head on the MLP or Nature-CNN body, or with ``dueling`` two streams,
+    A linear head on the MLP, Nature-CNN or custom body, or with ``dueling`` two streams,
     ``Q = V + A - mean(A)`` (Wang et al., 2016). ε is a parameter that no optimizer
     touches: it travels with the flat weights, so every worker explores with the
     learner's current ε on every engine.
     """
 
-    def __init__(self, obs_shape: tuple[int, ...], is_image: bool, action_space: gym.Space,
-                 model: ModelConfig, dueling: bool, hiddens: Sequence[int] = ()) -> None:
+    def __init__(self, body: nn.Module, n_feat: int, action_space: gym.Space, model: ModelConfig,
+                 dueling: bool, hiddens: Sequence[int] = (), mask: ObsMask | None = None) -> None:
+        """``body`` turns observations into ``n_feat`` features: :func:`trunk`'s MLP or CNN, or a
+        custom model (:mod:`volley.modelv2`). With ``mask``, the body reads the observation's
+        columns ``mask.net`` and the Q-values of the actions the mask forbids are the dtype's minimum:
+        never the greedy choice, never ε's draw, never the target's max."""
         super().__init__()
         n_actions = q_outputs(action_space)
+        self.mask = mask
         self.activation = model.fcnet_activation
-        self.body, n_feat = trunk(obs_shape, is_image, model)
+        self.body = body
         # hidden layers on the body (RLlib's DQN hiddens); empty by default, so holding no weights
         self.hidden = mlp(n_feat, hiddens, model.fcnet_activation)
         n_feat = hiddens[-1] if hiddens else n_feat
@@ -396,25 +384,30 @@ class QNetwork(Policy):
 
     def q_values(self, obs: torch.Tensor) -> torch.Tensor:
         """Q-values ``[B, n]`` for observations ``[B, *obs_shape]``."""
-        features = self.hidden(self.body(obs))
-        out = self.q_head(features)
-        if self.value_head is None:
-            return out
-        return self.value_head(features) + out - out.mean(-1, keepdim=True)
+        net, mask = split_mask(obs, self.mask)
+        features = self.hidden(self.body(net))
+        q = self.q_head(features)
+        if self.value_head is not None:
+            q = self.value_head(features) + q - q.mean(-1, keepdim=True)
+        return q if mask is None else masked(q, mask)
 
-    def outputs(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Q-values and the greedy values ``max_a Q``."""
+    def outputs(self, obs: torch.Tensor, state: Sequence[torch.Tensor] = (),
+                seq_lens: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+        """Q-values and the greedy values ``max_a Q``; feed-forward, so no state."""
         q = self.q_values(obs)
-        return q, q.max(-1).values
+        return q, q.max(-1).values, []
 
     def distribution_of(self, dist_inputs: torch.Tensor) -> Distribution:
         """The ε-greedy distribution over Q-values ``dist_inputs``."""
         return EpsilonGreedy(dist_inputs, self.epsilon.item())
 
     def numpy_twin(self) -> Twin | None:
-        if not isinstance(self.body, nn.Sequential):  # the CNN acts in torch
+        if not isinstance(self.body, nn.Sequential):  # the CNN and custom bodies act in torch
             return None
-        return q_network_twin(named_arrays(self), self.activation)
+        return q_network_twin(named_arrays(self), self.activation, self.mask)
+
+    def numpy_head(self) -> Head:
+        return epsilon_greedy_head(self.epsilon.item(), masked=self.mask is not None)
 
     def q_parameters(self) -> list[nn.Parameter]:
         """Everything the optimizer trains: all parameters but ε."""
@@ -440,10 +433,12 @@ class SquashedGaussianActor(Policy):
         self.body = mlp(obs_size, model.fcnet_hiddens, model.fcnet_activation, orthogonal=False)
         self.head = nn.Linear(model.fcnet_hiddens[-1] if model.fcnet_hiddens else obs_size, 2 * dim)
 
-    def outputs(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The head's output ``[B, 2d]`` (means, then log-stds) and zeros for values (SAC has none)."""
+    def outputs(self, obs: torch.Tensor, state: Sequence[torch.Tensor] = (),
+                seq_lens: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+        """The head's output ``[B, 2d]`` (means, then log-stds) and zeros for values (SAC has none);
+        feed-forward, so no state."""
         out = self.head(self.body(obs))
-        return out, out.new_zeros(len(out))
+        return out, out.new_zeros(len(out)), []
 
     def distribution_of(self, dist_inputs: torch.Tensor) -> SquashedGaussian:
         mean, log_std = dist_inputs.chunk(2, -1)
@@ -457,6 +452,9 @@ class SquashedGaussianActor(Policy):
     def numpy_twin(self) -> Twin | None:
         return squashed_gaussian_twin(named_arrays(self), self.activation)
 
+    def numpy_head(self) -> Head:
+        return squashed_gaussian_head(bool(self.random_actions > 0.5))
+
     def actor_parameters(self) -> list[nn.Parameter]:
         """Everything the actor's optimizer trains: all parameters but ``random_actions``."""
         return [p for p in self.parameters() if p is not self.random_actions]
@@ -464,6 +462,10 @@ class SquashedGaussianActor(Policy):
     def set_random_actions(self, on: bool) -> None:
         with torch.no_grad():
             self.random_actions.fill_(float(on))
+
+
+def _identity(x: torch.Tensor) -> torch.Tensor:
+    return x
 
 
 class StackedQ(nn.Module):
@@ -475,7 +477,7 @@ class StackedQ(nn.Module):
     def __init__(self, n_in: int, hiddens: Sequence[int], activation: str, k: int) -> None:
         super().__init__()
         # in place, on each fresh product (the product's backward never reads its output)
-        self.k, self.activation = k, {"relu": torch.relu_, "tanh": torch.tanh_}[activation]
+        self.k, self.activation = k, {"relu": torch.relu_, "tanh": torch.tanh_, "linear": _identity}[activation]
         widths = [n_in, *hiddens, 1]
         self.weights, self.biases = nn.ParameterList(), nn.ParameterList()
         for fan_in, fan_out in zip(widths[:-1], widths[1:], strict=True):
@@ -496,26 +498,3 @@ class StackedQ(nn.Module):
         # one output: a weighted sum of the last features, cheaper than a matrix product [k, B, 1]
         return (x * last_weight.transpose(1, 2)).sum(-1) + last_bias[:, :, 0]
 
-
-def build_policy(obs_space: gym.Space, action_space: gym.Space, model: ModelConfig,
-                 network: NetworkKind = "actor_critic", head_hiddens: Sequence[int] = ()
-                 ) -> tuple[ObsPreprocessor, Policy]:
-    """The preprocessor and the network for a pair of spaces; a clear error for others.
-    ``head_hiddens`` are a Q-network's layers between its body and its Q-values."""
-    pre = ObsPreprocessor(obs_space)
-    policy: Policy
-    if network == "actor_critic":
-        policy = ActorCritic(pre.shape, pre.is_image, action_space, model)
-    elif network == "squashed_gaussian":
-        if pre.is_image:
-            raise VolleyError(f"observation space {obs_space} is images: SAC's networks are MLPs over "
-                              "vector observations")
-        policy = SquashedGaussianActor(pre.shape[0], action_space, model)
-    else:
-        policy = QNetwork(pre.shape, pre.is_image, action_space, model, dueling=network == "dueling_q",
-                          hiddens=head_hiddens)
-    if not pre.is_image:  # workers slice its flat weights by this layout, without torch
-        layout = parameter_shapes(pre.shape[0], action_space, model, network, head_hiddens)
-        assert [(name, tuple(p.shape)) for name, p in policy.named_parameters()] == layout, \
-            "volley.acting.parameter_shapes no longer describes this network"
-    return pre, policy

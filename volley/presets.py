@@ -14,7 +14,11 @@ file of the same form::
     stop: {timesteps: 1000000}     # any of reward, iterations, timesteps, time_s
     result: {...}                  # optional: what this preset measured (return, steps, time, ...)
 
-Flags given to ``volley train`` override the preset's values.
+Flags given to ``volley train`` override the preset's values. RLlib's tuned-example files
+(``rllib train file FILE``) are read too, as they are: one experiment
+``{name: {env, run, stop, config}}``, ``run`` an RLlib algorithm name (``PPO``, ``DQN``,
+``APEX``), ``stop`` RLlib's result keys (:data:`RLLIB_STOP`); every key of ``config`` goes
+through the builder, which refuses what volley does not support in one line.
 """
 
 from __future__ import annotations
@@ -32,6 +36,13 @@ from volley.errors import ConfigError, VolleyError, did_you_mean
 TUNED = Path(__file__).parent / "tuned"
 KEYS = ("description", "algo", "env", "nprocs", "config", "stop", "result")
 STOP_KEYS = ("reward", "iterations", "timesteps", "time_s")
+# RLlib's stop criteria (its result keys, both stacks) as volley's
+RLLIB_STOP = {"episode_reward_mean": "reward", "sampler_results/episode_reward_mean": "reward",
+              "env_runners/episode_return_mean": "reward", "episode_return_mean": "reward",
+              "training_iteration": "iterations", "timesteps_total": "timesteps",
+              "num_env_steps_sampled_lifetime": "timesteps", "num_env_steps_sampled": "timesteps",
+              "env_runners/num_env_steps_sampled_lifetime": "timesteps", "time_total_s": "time_s"}
+RLLIB_EXPERIMENT_KEYS = ("env", "run", "stop", "config")
 
 
 @dataclass
@@ -48,9 +59,12 @@ class Preset:
     result: dict[str, Any] | None = None
 
     def make_config(self, overrides: dict[str, Any] | None = None) -> AlgorithmConfig:
-        """The algorithm's config with the preset's keys and then ``overrides`` applied."""
-        config = get_config_class(self.algo)().update(env=self.env, **self.config)
-        return config.update(**(overrides or {}))
+        """The algorithm's config with the preset's keys and then ``overrides`` applied (the preset's
+        keys that ``overrides`` sets are not checked: the command line's value replaces them)."""
+        overrides = overrides or {}
+        own = {k: v for k, v in self.config.items() if k not in overrides}
+        config = get_config_class(self.algo)().update(env=self.env, **own)
+        return config.update(**overrides)
 
 
 def preset_names() -> list[str]:
@@ -68,8 +82,9 @@ def load_preset(name: str) -> Preset:
     return load_file(path, name)
 
 
-def load_file(path: str | Path, name: str | None = None) -> Preset:
-    """A preset from a YAML file; every mistake is one ConfigError naming the file."""
+def load_file(path: str | Path, name: str | None = None, overrides: dict[str, Any] | None = None) -> Preset:
+    """A preset from a YAML file (volley's form or RLlib's tuned-example form), checked with the
+    command line's ``overrides`` on top; every mistake is one ConfigError naming the file."""
     path = Path(path)
     try:
         data = yaml.safe_load(path.read_text())
@@ -81,11 +96,39 @@ def load_file(path: str | Path, name: str | None = None) -> Preset:
         raise ConfigError(f"config file '{path}' is not valid YAML{at}: "
                           f"{getattr(exc, 'problem', None) or exc}") from None
     try:
-        preset = _parse(data, name or path.stem)
-        preset.make_config().validate()
+        preset = _parse(_from_rllib(data) if _is_rllib_file(data) else data, name or path.stem)
+        preset.make_config(overrides).validate()
     except VolleyError as exc:
         raise ConfigError(f"config file '{path}': {exc}") from None
     return preset
+
+
+def _is_rllib_file(data: Any) -> bool:
+    """RLlib's tuned-example form: experiment names mapping to ``{run: ..., ...}``."""
+    return isinstance(data, dict) and bool(data) and all(
+        isinstance(v, dict) and "run" in v for v in data.values())
+
+
+def _from_rllib(data: dict[str, Any]) -> dict[str, Any]:
+    """RLlib's ``{name: {env, run, stop, config}}`` as volley's preset form."""
+    if len(data) != 1:
+        raise ConfigError(f"holds {len(data)} RLlib experiments ({', '.join(map(str, data))}); volley trains "
+                          "one at a time: give each its own file")
+    (name, experiment), = data.items()
+    unknown = [key for key in experiment if key not in RLLIB_EXPERIMENT_KEYS]
+    if unknown:
+        raise ConfigError(f"RLlib experiment key {unknown[0]!r} is not supported by volley"
+                          f"{did_you_mean(str(unknown[0]), RLLIB_EXPERIMENT_KEYS)}; it reads "
+                          f"{', '.join(RLLIB_EXPERIMENT_KEYS)}")
+    config = dict(experiment.get("config") or {})
+    stop: dict[str, Any] = {}
+    for key, value in (experiment.get("stop") or {}).items():
+        if key not in RLLIB_STOP:
+            raise ConfigError(f"RLlib stop criterion {key!r} is not supported by volley"
+                              f"{did_you_mean(str(key), RLLIB_STOP)}; it stops on {', '.join(RLLIB_STOP)}")
+        stop[RLLIB_STOP[key]] = value
+    return {"description": f"RLlib's tuned example '{name}'", "algo": str(experiment["run"]),
+            "env": experiment.get("env", config.pop("env", None)), "config": config, "stop": stop}
 
 
 def _parse(data: Any, name: str) -> Preset:

@@ -17,102 +17,46 @@ configs take is an entry of :data:`RLLIB_KEYS`, in one of four kinds:
   support it and what to use instead. A key is never silently dropped, and a real RLlib
   key is never "unknown".
 
-``docs/generate.py`` writes docs/rllib.md from this table and the config classes, and
-``tests/unit/test_rllib.py`` sets every entry through its builder method, so the page,
-the table and the code cannot drift apart. The module also names environment classes and
-creator functions given as ``env`` (:func:`env_name`); RLlib's result keys are in
-``volley.rllib_results``. It sits in the config layer and imports nothing of volley but
-``errors``.
+The entries and their factories are in ``volley.rllib_keys``, beside the keys of RLlib's
+``to_dict()`` that users seldom write (plumbing accepted at RLlib's own default, read
+from the dump of RLlib in ``volley/rllib_keys.json``); this table takes them in, so every
+key of the dump has a line. ``docs/generate.py`` writes docs/rllib.md from the table and
+the config classes, ``tests/unit/test_rllib.py`` sets every entry through its builder
+method, and ``tests/unit/test_rllib_keys.py`` feeds it every key of the dump at RLlib's
+default, so the page, the table, the code and RLlib cannot drift apart. RLlib's result keys
+are in ``volley.rllib_results``; environment and model classes given as objects are named
+by ``volley.named``. It sits in the config layer and imports nothing of volley but
+``errors`` and ``rllib_keys``.
 """
 
 from __future__ import annotations
 
-import sys
-import types
-from collections.abc import Callable, Collection
-from dataclasses import dataclass
+import dataclasses
+import secrets
+from collections.abc import Collection
 from typing import Any
 
-import gymnasium as gym
-
 from volley.errors import ConfigError, did_you_mean, shown
-
-Translate = Callable[[Any], dict[str, Any]]
-
-
-@dataclass(frozen=True)
-class RLlibKey:
-    """One RLlib config key and what volley does with it."""
-
-    name: str  # RLlib's spelling; "model.<key>" for a key of model={...}
-    groups: tuple[str, ...]  # RLlib's builder methods that set it ("rollouts" also means env_runners)
-    volley: str  # what volley does with it, for docs/rllib.md
-    translate: Translate  # value -> volley keys ({}: nothing to change); a ConfigError if refused
-    algorithms: tuple[str, ...] = ()  # algo_name of the volley configs it applies to; (): all
-    example: Any = None  # a value tutorials pass; the table's test sets it (refused kinds: a refused one)
-    kind: str = "same"  # "same", "renamed", "translated", "accepted" or "refused"
-    sets: tuple[str, ...] = ()  # the volley keys it may set
-    allowed: tuple[Any, ...] = ()  # a refused key's values that are accepted (volley does that anyway)
-
-    def applies_to(self, algo_names: Collection[str]) -> bool:
-        return not self.algorithms or any(name in algo_names for name in self.algorithms)
-
-
-def same(name: str, *groups: str, example: Any = None, note: str = "") -> RLlibKey:
-    """A volley key under RLlib's name that RLlib also sets from ``groups`` (``note``: how it differs)."""
-    return RLlibKey(name, groups, f"`{name}`{note}", lambda value: {name: value}, example=example,
-                    sets=(name,))
-
-
-def renamed(name: str, to: str, *groups: str, algorithms: tuple[str, ...] = (), example: Any = None,
-            note: str = "") -> RLlibKey:
-    """RLlib's ``name`` for volley's key ``to``."""
-    return RLlibKey(name, groups, f"`{to}`{note}", lambda value: {to: value}, algorithms, example,
-                    "renamed", (to,))
-
-
-def translated(name: str, groups: tuple[str, ...], translate: Translate, sets: tuple[str, ...], doc: str,
-               example: Any, algorithms: tuple[str, ...] = ()) -> RLlibKey:
-    """A key whose value becomes the volley keys ``sets``."""
-    return RLlibKey(name, groups, doc, translate, algorithms, example, "translated", sets)
-
-
-def _is_one_of(value: Any, allowed: tuple[Any, ...]) -> bool:
-    """``value == a`` for some ``a``, where a bool only equals a bool (RLlib's 0 is not False)."""
-    def equal(a: Any) -> bool:
-        try:
-            return isinstance(value, bool) == isinstance(a, bool) and bool(value == a)
-        except (TypeError, ValueError):  # an array compares element by element
-            return False
-    return any(equal(a) for a in allowed)
+from volley.rllib_keys import (
+    DUMP_KEYS,
+    RLlibKey,
+    Translate,
+    accepted,
+    at_default,
+    is_one_of,
+    refused,
+    renamed,
+    rllib_defaults,
+    same,
+    stored_as,
+    translated,
+)
 
 
 def _flag(name: str, value: Any) -> bool:
     if not isinstance(value, bool):
         raise ConfigError(f"RLlib's {name} must be True or False, got {shown(value)}")
     return value
-
-
-def refused(name: str, groups: tuple[str, ...], why: str, allowed: tuple[Any, ...] = (None, False),
-            example: Any = True, algorithms: tuple[str, ...] = ()) -> RLlibKey:
-    """A key volley does not implement: the ``allowed`` values (what volley does anyway) change
-    nothing; any other is refused naming the key, why, and what to use instead (in ``why``)."""
-    def translate(value: Any) -> dict[str, Any]:
-        if _is_one_of(value, allowed):
-            return {}
-        shown_key = f"model['{name[6:]}']" if name.startswith("model.") else name
-        raise ConfigError(f"RLlib's {shown_key}={shown(value)} is not supported by volley: {why}")
-    allowed_text = " or ".join(f"`{a!r}`" for a in allowed)
-    return RLlibKey(name, groups, f"not supported (accepted: {allowed_text}): {why}", translate, algorithms,
-                    example, "refused", allowed=allowed)
-
-
-def accepted(name: str, groups: tuple[str, ...], why: str, example: Any,
-             algorithms: tuple[str, ...] = ()) -> RLlibKey:
-    """A key every value of which leaves volley doing what RLlib did with it (a TensorFlow switch
-    under torch, a timeout volley never needs): accepted, changing nothing; ``why`` says why."""
-    return RLlibKey(name, groups, f"accepted, changes nothing: {why}", lambda value: {}, algorithms,
-                    example, "accepted")
 
 
 # -- translations -----------------------------------------------------------------------------
@@ -137,14 +81,15 @@ def _type_name(key: str, value: dict, known: Collection[str], offer: str = "") -
 
 def _sub_keys(key: str, value: dict, renames: dict[str, str], fixed: dict[str, tuple[Any, ...]]
               ) -> dict[str, Any]:
-    """An RLlib sub-config's keys as volley keys: ``renames`` map onto volley keys, ``fixed`` keys
-    are accepted at the values volley has; ``"type"`` is the caller's; anything else is refused."""
+    """An RLlib sub-config's keys as volley keys: ``fixed`` keys are accepted at the values volley has
+    (first: a renamed key may also be fixed at RLlib's unset marker), ``renames`` map onto volley
+    keys; ``"type"`` is the caller's; anything else is refused."""
     out: dict[str, Any] = {}
     for sub, item in value.items():
+        if sub in fixed and is_one_of(item, fixed[sub]):  # RLlib's unset marker of a key renamed too
+            continue
         if sub in renames:
             out[renames[sub]] = item
-        elif sub in fixed and _is_one_of(item, fixed[sub]):
-            continue
         elif sub in fixed:
             raise ConfigError(f"RLlib's {key}[{sub!r}]={shown(item)} is not supported by volley "
                               f"(it takes {' or '.join(map(repr, fixed[sub]))})")
@@ -162,14 +107,16 @@ REPLAY_BUFFERS = {  # RLlib's buffer types (both stacks) -> volley's prioritized
     "MultiAgentPrioritizedEpisodeReplayBuffer": True,
 }
 REPLAY_KEYS = {"capacity": "replay_buffer_capacity", "learning_starts": "learning_starts",
-               "prioritized_replay": "prioritized_replay",  # RLlib 2.9's SAC default carries it
+               "prioritized_replay": "prioritized_replay",  # RLlib 2.9's SAC default carries it (-1 elsewhere)
                "prioritized_replay_alpha": "prioritized_replay_alpha", "alpha": "prioritized_replay_alpha",
                "prioritized_replay_beta": "prioritized_replay_beta", "beta": "prioritized_replay_beta",
                "prioritized_replay_eps": "prioritized_replay_eps"}
 REPLAY_FIXED: dict[str, tuple[Any, ...]] = {
     "storage_unit": ("timesteps",), "replay_sequence_length": (1,), "replay_burn_in": (0,),
     "replay_zero_init_states": (True,), "no_local_replay_buffer": (True, False),
-    "worker_side_prioritization": (False,), "replay_mode": ("independent",), "_enable_replay_buffer_api": (True,)}
+    "worker_side_prioritization": (False, True), "replay_mode": ("independent",),
+    "prioritized_replay": (-1,), "replay_buffer_shards_colocated_with_driver": (True, False),
+    "_enable_replay_buffer_api": (True,)}
 
 
 def replay_buffer_config(value: Any) -> dict[str, Any]:
@@ -222,8 +169,20 @@ def epsilon_points(value: Any) -> dict[str, Any]:
                       "two points [[0, start], [timesteps, end]] (a linear decay)")
 
 
+def apex_optimizer(value: Any) -> dict[str, Any]:
+    """RLlib 2.9's Ape-X ``optimizer`` dict (its actors' settings) as volley's Ape-X keys."""
+    return _sub_keys("optimizer", _check_dict("optimizer", value),
+                     {"num_replay_buffer_shards": "num_replay_shards", "max_weight_sync_delay": "weight_sync_interval"},
+                     {"debug": (False,)})
+
+
 def num_cpus_per_learner(value: Any) -> dict[str, Any]:
     return {} if value == "auto" else {"num_cpus_for_driver": value}
+
+
+def random_seed(value: Any) -> dict[str, Any]:
+    """RLlib's ``seed=None`` (unseeded) as a seed drawn now, which the config then keeps."""
+    return {"seed": secrets.randbelow(2**31) if value is None else value}
 
 
 def as_model(key: str) -> Translate:
@@ -234,19 +193,30 @@ def as_model(key: str) -> Translate:
 # -- the table ----------------------------------------------------------------------------------
 
 DQN, APEX, PPO, SAC = ("dqn",), ("apex_dqn",), ("ppo",), ("sac",)
+IMPALA, APPO = ("impala", "appo"), ("appo",)  # IMPALA: both (APPOConfig extends IMPALAConfig)
+NO_AGGREGATORS = "the learner's own feeder thread concatenates the fragments into train batches"
 ONE_LEARNER = ("volley trains one learner, in this process; for data-parallel learners use "
                "engine='mpi' with mpi_mode='allreduce' (PPO, PG)")
 ONE_POLICY = "volley trains one policy on single-agent Gymnasium environments"
-NO_CALLBACKS = ("volley has no callbacks: read what you need from the dict train() returns, or wrap "
-                "the environment (gymnasium.Wrapper)")
+NO_CALLBACKS = ("volley takes RLlib's hooks as methods of a DefaultCallbacks subclass (from volley import "
+                "DefaultCallbacks), given as callbacks_class, not as functions")
+
+
+def _callbacks_class(value: Any) -> dict[str, Any]:
+    """RLlib's ``callbacks`` (what its ``to_dict()`` holds) as ``callbacks_class``; RLlib's own
+    DefaultCallbacks, its default, calls no hook: volley's None."""
+    return {"callbacks_class": None if value in rllib_defaults("callbacks") else value}
+
+
 ONLY_LSTM = "only used with use_lstm or use_attention, which volley refuses"
+# RLlib's newer callbacks(on_...=function) arguments (the new stack's hooks)
 CALLBACKS = ("on_algorithm_init", "on_train_result", "on_evaluate_start", "on_evaluate_end",
              "on_episode_created", "on_episode_start", "on_episode_step", "on_episode_end",
              "on_sample_end", "on_environment_created", "on_checkpoint_loaded")
 
 RLLIB_KEYS: list[RLlibKey] = [
     # environment()
-    same("env", "environment", example="CartPole-v1"),
+    same("env", "environment", example="CartPole-v1", unset=(None,), note=" (RLlib's None keeps the one set)"),
     same("env_config", "environment", example={}),
     same("clip_rewards", "environment", example=True),
     same("clip_actions", "environment", example=True),
@@ -304,6 +274,8 @@ RLLIB_KEYS: list[RLlibKey] = [
     refused("_fake_gpus", ("resources",), "volley trains on a GPU only where torch sees one"),
     # learners()
     refused("num_learners", ("learners",), ONE_LEARNER, allowed=(0, 1), example=2),
+    refused("num_aggregator_actors_per_learner", ("learners",), NO_AGGREGATORS, allowed=(0,), example=2,
+            algorithms=IMPALA),
     renamed("num_gpus_per_learner", "num_gpus", "learners", example=0),
     translated("num_cpus_per_learner", ("learners",), num_cpus_per_learner, ("num_cpus_for_driver",),
                "`num_cpus_for_driver` ('auto': volley chooses)", example=1),
@@ -323,7 +295,8 @@ RLLIB_KEYS: list[RLlibKey] = [
     accepted("_enable_learner_api", ("training",), "volley has one stack, which takes the keys of both of "
              "RLlib's", example=True),
     # debugging()
-    same("seed", "debugging", example=3),
+    translated("seed", ("debugging",), random_seed, ("seed",), "`seed`; None (RLlib's default) draws a random "
+               "seed, kept in the config, every result and checkpoints, so the run can be repeated", example=3),
     same("log_level", "debugging", example="ERROR"),
     accepted("log_sys_usage", ("debugging",), "volley reports env_steps_per_s, sample_time_s and "
              "learn_time_s in every result", example=False),
@@ -333,12 +306,12 @@ RLLIB_KEYS: list[RLlibKey] = [
     # reporting()
     same("metrics_num_episodes_for_smoothing", "reporting", example=20),
     same("min_sample_timesteps_per_iteration", "reporting", example=1000),
-    same("min_time_s_per_iteration", "reporting", example=1.0),
+    same("min_time_s_per_iteration", "reporting", example=1.0, unset=(None,),
+         note=" (RLlib's None keeps volley's default)"),
     renamed("timesteps_per_iteration", "min_sample_timesteps_per_iteration", "reporting", example=1000),
     refused("min_train_timesteps_per_iteration", ("reporting",), "an iteration trains on what it "
             "sampled; use min_sample_timesteps_per_iteration", allowed=(0, None), example=1000),
-    refused("keep_per_episode_custom_metrics", ("reporting",), "volley has no custom metrics (no "
-            "callbacks); per-episode returns are in episode_returns_this_iter"),
+    same("keep_per_episode_custom_metrics", "reporting", example=True),
     accepted("metrics_episode_collection_timeout_s", ("reporting",), "volley collects episode statistics "
              "with every sample, without a timeout", example=60.0),
     # evaluation()
@@ -346,7 +319,8 @@ RLLIB_KEYS: list[RLlibKey] = [
     same("evaluation_duration", "evaluation", example=5),
     same("evaluation_duration_unit", "evaluation", example="timesteps"),
     same("evaluation_num_workers", "evaluation", example=0),
-    same("evaluation_config", "evaluation", example={"explore": False}),
+    same("evaluation_config", "evaluation", example={"explore": False}, unset=(None,),
+         note=" (RLlib's None is `{}`)"),
     same("evaluation_parallel_to_training", "evaluation", example=False),
     accepted("evaluation_sample_timeout_s", ("evaluation",), "volley's evaluation has no timeout: it plays "
              "evaluation_duration in full", example=120.0),
@@ -373,9 +347,12 @@ RLLIB_KEYS: list[RLlibKey] = [
     translated("exploration_config", ("exploration",), stochastic_sampling, (),
                "`type` `'StochasticSampling'` (sampling from the policy is what `explore` does); other "
                "types refused by name", example={"type": "StochasticSampling"},
-               algorithms=("ppo", "pg", "trpo")),
+               algorithms=("ppo", "pg", "trpo", *IMPALA, *SAC)),
     # training(), every algorithm
-    same("lr", "training", example=1e-3),
+    dataclasses.replace(same("lr", "training", example=1e-3, unset=(None,), note=": a number, or RLlib's schedule "
+                             "`[[timestep, lr], ...]`; SAC: RLlib's None (its new stack's default, where "
+                             "`actor_lr`, `critic_lr` and `alpha_lr` set every rate) keeps volley's"), algorithms=SAC),
+    same("lr", "training", example=1e-3, note=": a number, or RLlib's schedule `[[timestep, lr], ...]`"),
     same("gamma", "training", example=0.95),
     same("train_batch_size", "training", example=1000, note=" (DQN: the steps sampled per iteration; RLlib's "
          "DQN train_batch_size is the replay minibatch, volley's minibatch_size; SAC's is the replay minibatch, "
@@ -386,34 +363,41 @@ RLLIB_KEYS: list[RLlibKey] = [
     renamed("train_batch_size_per_learner", "minibatch_size", "training", algorithms=DQN, example=32,
             note=" (DQN's RLlib batch is the replay minibatch; volley's train_batch_size is the steps "
             "sampled per iteration)"),
-    renamed("train_batch_size_per_learner", "train_batch_size", "training", algorithms=("ppo", "pg", "trpo"),
+    renamed("train_batch_size_per_learner", "train_batch_size", "training",
+            algorithms=("ppo", "pg", "trpo", *IMPALA),
             example=1000),
     renamed("train_batch_size_per_learner", "train_batch_size", "training", algorithms=SAC, example=128,
             note=" (SAC's, as RLlib's: the replay minibatch)"),
     refused("grad_clip_by", ("training",), "volley clips the global gradient norm", allowed=("global_norm",),
             example="value"),
+    translated("optimizer", ("training",), apex_optimizer, ("num_replay_shards", "weight_sync_interval"),
+               "RLlib 2.9's Ape-X settings: `num_replay_buffer_shards` → `num_replay_shards`, "
+               "`max_weight_sync_delay` → `weight_sync_interval`; other keys refused by name",
+               example={"num_replay_buffer_shards": 2, "max_weight_sync_delay": 256}, algorithms=APEX),
     refused("optimizer", ("training",), "volley's optimizers are fixed: Adam (PPO, DQN, TRPO's value "
             "function), RMSProp (PG); set lr and grad_clip", allowed=({},), example={"type": "SGD"}),
     refused("learner_class", ("training",), "volley's algorithms are its own classes", allowed=(None,),
             example="cls"),
     # training(), PPO
-    same("kl_coeff", "training", example=0.3, note=" (volley's default 0.0 is no penalty; RLlib's is 0.2)"),
+    same("kl_coeff", "training", example=0.3, note=" (PPO: volley's default 0.0 is no penalty; RLlib's is 0.2)"),
     same("kl_target", "training", example=0.02),
     same("clip_param", "training", example=0.3),
     same("vf_clip_param", "training", example=10.0, note=" (volley's default None is no clipping; RLlib's "
          "is 10.0)"),
     same("vf_loss_coeff", "training", example=1.0),
-    same("entropy_coeff", "training", example=0.01),
+    same("entropy_coeff", "training", example=0.01, note=": a number, or RLlib's schedule `[[timestep, weight], ...]`"),
     same("num_epochs", "training", example=5),
-    same("minibatch_size", "training", example=128),
+    refused("minibatch_size", ("training",), "IMPALA and APPO take one update on each whole train batch "
+            "(num_epochs times); lower train_batch_size for smaller steps", allowed=(None,), example=128,
+            algorithms=IMPALA),
+    same("minibatch_size", "training", example=128, unset=(None,), note=" (RLlib's None keeps volley's)"),
     translated("vf_share_layers", ("training",), lambda v: {"model": {"vf_share_layers": v}}, ("model",),
                "`model.vf_share_layers` (RLlib's old top-level PPO key)", example=True, algorithms=PPO),
     refused("use_critic", ("training",), "volley's PPO always learns a value function for GAE",
             allowed=(True,), example=False, algorithms=PPO),
     refused("use_gae", ("training",), "volley's PPO always uses GAE; lambda=1.0 gives Monte-Carlo "
             "returns less the value baseline", allowed=(True,), example=False, algorithms=PPO),
-    refused("entropy_coeff_schedule", ("training",), "volley's entropy_coeff is a constant",
-            allowed=(None,), example=[[0, 0.01], [10_000, 0.0]], algorithms=PPO),
+    same("entropy_coeff_schedule", "training", example=[[0, 0.01], [10_000, 0.0]]),
     accepted("shuffle_sequences", ("training",), "minibatches are rows drawn without replacement, "
              "shuffled every epoch", example=True, algorithms=PPO),
     # training(), DQN (and Ape-X)
@@ -451,15 +435,74 @@ RLLIB_KEYS: list[RLlibKey] = [
              algorithms=DQN),
     refused("td_error_loss_fn", ("training",), "volley's DQN loss is the Huber loss", allowed=("huber",),
             example="mse", algorithms=DQN),
+    refused("num_epochs", ("training",), "volley's DQN takes each gradient step on a fresh replay minibatch; "
+            "set train_intensity", allowed=(1,), example=4, algorithms=DQN),
     refused("training_intensity", ("training",), "volley's train_intensity counts gradient steps per "
-            "sampled step: set train_intensity = training_intensity / minibatch_size", allowed=(None,),
+            "sampled step: set train_intensity = training_intensity / minibatch_size",
+            allowed=(None, *rllib_defaults("training_intensity")),
             example=8, algorithms=DQN),
     refused("adam_epsilon", ("training",), "volley's DQN uses Adam's default epsilon", allowed=(1e-8,),
             example=1e-4, algorithms=DQN),
+    # training(), IMPALA and APPO
+    same("vtrace", "training", example=False),
+    same("vtrace_clip_rho_threshold", "training", example=2.0),
+    same("vtrace_clip_pg_rho_threshold", "training", example=2.0),
+    accepted("vtrace_drop_last_ts", ("training",), "volley never drops a fragment's last step: it bootstraps "
+             "from the learner's value of the observation after it", example=True, algorithms=IMPALA),
+    same("broadcast_interval", "training", example=2),
+    same("max_requests_in_flight_per_sampler_worker", "training", example=1),
+    renamed("max_sample_requests_in_flight_per_worker", "max_requests_in_flight_per_sampler_worker", "training",
+            algorithms=IMPALA, example=1, note=" (RLlib 1.x's name)"),
+    same("minibatch_buffer_size", "training", example=4),
+    same("replay_proportion", "training", example=0.5),
+    same("replay_buffer_num_slots", "training", example=50),
+    same("learner_queue_size", "training", example=16),
+    accepted("learner_queue_timeout", ("training",), "volley's learner waits for its next batch as long as it "
+             "takes; a dead worker is replaced (fault_tolerance)", example=300, algorithms=IMPALA),
+    accepted("timeout_s_sampler_manager", ("training",), "volley takes each fragment the moment it is done",
+             example=0.0, algorithms=IMPALA),
+    refused("num_aggregation_workers", ("training",), NO_AGGREGATORS, allowed=(0,), example=2, algorithms=IMPALA),
+    accepted("max_requests_in_flight_per_aggregator_worker", ("training",), f"only used with aggregation "
+             f"workers, which volley refuses: {NO_AGGREGATORS}", example=2, algorithms=IMPALA),
+    accepted("timeout_s_aggregator_manager", ("training",), f"only used with aggregation workers, which volley "
+             f"refuses: {NO_AGGREGATORS}", example=0.0, algorithms=IMPALA),
+    accepted("num_gpu_loader_threads", ("training",), "the learner moves each train batch to its device itself",
+             example=8, algorithms=IMPALA),
+    accepted("num_multi_gpu_tower_stacks", ("training",), "volley's learner trains on one device", example=2,
+             algorithms=IMPALA),
+    same("opt_type", "training", example="rmsprop"),
+    same("decay", "training", example=0.9),
+    same("epsilon", "training", example=0.01, note=" (RMSProp's; DQN's RLlib epsilon is its ε schedule)"),
+    refused("momentum", ("training",), "volley's RMSProp has no momentum", allowed=(0, 0.0), example=0.9,
+            algorithms=IMPALA),
+    refused("_separate_vf_optimizer", ("training",), "one optimizer steps the policy and the value network",
+            allowed=(False,), algorithms=IMPALA),
+    accepted("_lr_vf", ("training",), "only used with _separate_vf_optimizer, which volley refuses",
+             example=5e-4, algorithms=IMPALA),
+    refused("after_train_step", ("training",), NO_CALLBACKS, allowed=(None,), example="fn", algorithms=IMPALA),
+    same("entropy_coeff_schedule", "training", example=[[0, 0.01], [10_000, 0.0]]),
+    same("use_kl_loss", "training", example=True),
+    same("target_network_update_freq", "training", example=4),
+    same("target_worker_clipping", "training", example=1.5),
+    refused("use_critic", ("training",), "APPO always learns a value function for V-trace", allowed=(True,),
+            example=False, algorithms=APPO),
+    refused("use_gae", ("training",), "APPO's advantages are V-trace's (vtrace=False: n-step returns)",
+            allowed=(True,), example=False, algorithms=APPO),
+    *[refused(name, ("training",), "V-trace's targets take c-bar = 1 (lambda 1)", allowed=(1.0,), example=0.95,
+              algorithms=APPO) for name in ("lambda_", "lambda")],
+    renamed("target_update_frequency", "target_network_update_freq", "training", algorithms=APPO, example=4,
+            note=" (RLlib's old name)"),
+    accepted("use_circular_buffer", ("training",), "volley's minibatch buffer trains each batch num_epochs "
+             "times, in turn with minibatch_buffer_size - 1 others", example=False, algorithms=APPO),
+    renamed("circular_buffer_num_batches", "minibatch_buffer_size", "training", algorithms=APPO, example=4,
+            note=" (RLlib draws from its circular buffer at random; volley trains the batches in turn)"),
+    renamed("circular_buffer_iterations_per_batch", "num_epochs", "training", algorithms=APPO, example=2),
+    accepted("simple_queue_size", ("training",), "only used with use_circular_buffer=False; volley's queue "
+             "is learner_queue_size", example=32, algorithms=APPO),
     # training(), SAC
     *[same(name, "training", example=value) for name, value in (
         ("twin_q", False), ("initial_alpha", 0.5), ("target_entropy", -2.0), ("training_intensity", 512.0),
-        ("q_model_config", {"fcnet_hiddens": [64, 64]}), ("target_network_update_freq", 1))],
+        ("q_model_config", {"fcnet_hiddens": [64, 64]}))],
     *[translated(name, ("training",), lambda value: _sub_keys("optimization", _check_dict("optimization", value), {
         "actor_learning_rate": "actor_lr", "critic_learning_rate": "critic_lr", "entropy_learning_rate": "alpha_lr"},
         {}), ("actor_lr", "critic_lr", "alpha_lr"),
@@ -470,6 +513,19 @@ RLLIB_KEYS: list[RLlibKey] = [
             algorithms=SAC),
     refused("_use_beta_distribution", ("training",), "volley's SAC policy is the paper's squashed Gaussian",
             algorithms=SAC),
+    refused("minibatch_size", ("training",), "SAC's replay minibatch is train_batch_size, as in RLlib's SAC",
+            allowed=(None,), example=128, algorithms=SAC),
+    refused("num_epochs", ("training",), "volley's SAC takes each gradient step on a fresh replay minibatch; "
+            "set training_intensity or gradient_steps", allowed=(1,), example=4, algorithms=SAC),
+    at_default("use_state_preprocessor", ("training",), "deprecated in RLlib's SAC; volley's SAC networks read "
+               "the observations directly (model, q_model_config)", algorithms=SAC),
+    at_default("worker_side_prioritization", ("training",), "volley's SAC replays by the learner's TD errors "
+               "(prioritized_replay); Ape-X SAC's workers give fresh rows the shard's largest priority",
+               algorithms=SAC),
+    accepted("sample_async", ("rollouts",), "Ape-X SAC's acting workers always sample while the learner learns",
+             example=True, algorithms=("apex_sac",)),
+    refused("sample_async", ("rollouts",), "volley's SAC samples between its updates; its asynchronous mode is "
+            "ApexSACConfig (SACConfig().async_mode())", allowed=(False,), algorithms=SAC),
     # fault_tolerance()
     translated("ignore_worker_failures", ("fault_tolerance",),
                lambda v: {"on_worker_failure": "use_others"} if _flag("ignore_worker_failures", v) else {},
@@ -486,12 +542,22 @@ RLLIB_KEYS: list[RLlibKey] = [
     accepted("delay_between_worker_restarts_s", ("fault_tolerance",), "volley starts a dead worker's "
              "replacement at once", example=10.0),
     # multi_agent(), callbacks(), offline_data(), checkpointing(), rl_module()
-    refused("policies", ("multi_agent",), ONE_POLICY, allowed=(None, {}), example={"p0", "p1"}),
-    refused("policy_mapping_fn", ("multi_agent",), ONE_POLICY, allowed=(None,), example="fn"),
+    refused("policies", ("multi_agent",), ONE_POLICY, allowed=(None, {}, *rllib_defaults("policies")),
+            example={"p0", "p1"}),
+    refused("policy_mapping_fn", ("multi_agent",), ONE_POLICY, allowed=(None, *rllib_defaults("policy_mapping_fn")),
+            example="fn"),
     refused("policies_to_train", ("multi_agent",), ONE_POLICY, allowed=(None,), example=["p0"]),
     refused("count_steps_by", ("multi_agent",), ONE_POLICY, allowed=("env_steps",), example="agent_steps"),
-    refused("callbacks_class", ("callbacks",), NO_CALLBACKS, allowed=(None,), example="cls"),
+    same("callbacks_class", "callbacks", example="volley.callbacks:DefaultCallbacks",
+         note=" (a DefaultCallbacks subclass, or a list of them; RLlib's old stack's hooks: see "
+         "docs/extending.md)"),
     *[refused(name, ("callbacks",), NO_CALLBACKS, allowed=(None,), example="fn") for name in CALLBACKS],
+    # what RLlib's to_dict() holds for them: the callbacks class, and the new stack's functions
+    translated("callbacks", ("callbacks",), _callbacks_class, ("callbacks_class",),
+               "`callbacks_class` (RLlib's own DefaultCallbacks: none)", example="volley.callbacks:DefaultCallbacks"),
+    *[refused(f"callbacks_{name}", ("callbacks",), NO_CALLBACKS, allowed=(None,), example="fn")
+      for name in (*CALLBACKS, "on_env_runners_recreated", "on_evaluate_offline_start", "on_evaluate_offline_end",
+                   "on_offline_eval_runners_recreated")],
     refused("input_", ("offline_data",), "volley learns from environments it steps, not from offline "
             "data", allowed=("sampler",), example="/data/*.json"),
     refused("output", ("offline_data",), "volley writes no sample batches; progress.jsonl holds the "
@@ -525,28 +591,62 @@ RLLIB_KEYS: list[RLlibKey] = [
     refused("model.head_fcnet_hiddens", ("model",), "volley's heads are linear on the MLP; add the "
             "layers to fcnet_hiddens", allowed=([],), example=[64]),
     accepted("model.head_fcnet_activation", ("model",), "only used with head_fcnet_hiddens", example="relu"),
-    refused("model.free_log_std", ("model",), "volley's Gaussian policies always learn a "
-            "state-independent log std (log_std_init)", allowed=(True,), example=False),
-    refused("model.custom_model", ("model",), "volley builds its own networks from fcnet_hiddens, "
-            "fcnet_activation and vf_share_layers", allowed=(None,), example="my_model"),
-    refused("model.custom_model_config", ("model",), "volley has no custom models", allowed=({},),
-            example={"size": 3}),
-    refused("model.custom_action_dist", ("model",), "volley's distributions are categorical and "
-            "diagonal Gaussian", allowed=(None,), example="dist"),
+    accepted("model.free_log_std", ("model",), "volley's Gaussian policies always learn a state-independent "
+             "log std (log_std_init), which is RLlib's True; RLlib's default False makes it an output of the "
+             "network", example=True),
+    translated("model.custom_model", ("model",), lambda v: {"model": {"custom_model": v}}, ("model",),
+               "`model.custom_model`: a `TorchModelV2` subclass (kept as `'module:QualName'`) or a name given "
+               "to `ModelCatalog.register_custom_model`; its outputs are the action distribution's inputs "
+               "(PPO, PG, TRPO) or the features under the Q head (DQN, Ape-X); it acts in torch on every "
+               "engine ([extending.md](extending.md))", example="my_model"),
+    translated("model.custom_model_config", ("model",), lambda v: {"model": {"custom_model_config": v}},
+               ("model",), "`model.custom_model_config`: keyword arguments of the custom model's "
+               "constructor (JSON data)", example={"size": 3}),
+    translated("model.custom_action_dist", ("model",), lambda v: {"model": {"custom_action_dist": v}}, ("model",),
+               "`model.custom_action_dist`: an `ActionDistribution` / `TorchDistributionWrapper` subclass (kept "
+               "as `'module:QualName'`) or a name given to `ModelCatalog.register_custom_action_dist`, built as "
+               "`cls(outputs, model)` on the model's `required_model_output_shape` outputs; PPO, PG and TRPO "
+               "learn with its `logp`, `entropy` and `kl`, workers act with its `sample()` "
+               "([extending.md](extending.md#custom-action-distributions))", example="my_dist"),
     refused("model.dim", ("model",), "ALE pixels are 84x84 with atari_preprocessing='deepmind'",
             allowed=(84,), example=42),
     refused("model.framestack", ("model",), "atari_preprocessing='deepmind' stacks 4 frames",
             allowed=(True,), example=False),
 ]
 
+RLLIB_KEYS += DUMP_KEYS  # the rest of what RLlib's to_dict() holds (volley/rllib_keys.py)
+# RLlib's to_dict() holds these public keys under their attribute's name
+RLLIB_KEYS += [stored_as(entry, f"_{entry.name}") for entry in list(RLLIB_KEYS) if entry.name in (
+    "is_atari", "learner_class", "model_config", "rl_module_spec", "env_to_module_connector",
+    "module_to_env_connector", "learner_connector", "train_batch_size_per_learner")]
+
+# RLlib's model keys that change what volley builds around a custom model, so are never just passed
+# to it: refused as volley's own networks refuse them (recurrent wrappers come with issue 34)
+NOT_PASSED_TO_CUSTOM_MODELS = ("use_lstm", "use_attention")
+
+
+def _passed_to_custom_models(entries: list[RLlibKey]) -> list[RLlibKey]:
+    """The table with what its model keys do beside a ``custom_model`` said: volley's networks do not
+    read them, a custom model gets them in its ``model_config`` (``ModelConfig.rllib_model_keys``)."""
+    def passed(entry: RLlibKey) -> bool:
+        return (entry.name.startswith("model.") and entry.kind in ("refused", "accepted")
+                and entry.name.removeprefix("model.") not in NOT_PASSED_TO_CUSTOM_MODELS)
+    return [dataclasses.replace(entry, volley=f"{entry.volley}; beside a custom_model, any value is passed "
+                                "to it in model_config") if passed(entry) else entry for entry in entries]
+
+
+RLLIB_KEYS = _passed_to_custom_models(RLLIB_KEYS)
+
 BUILDER_GROUPS = ("environment", "rollouts", "resources", "learners", "framework", "api_stack", "debugging",
                   "reporting", "evaluation", "exploration", "training", "fault_tolerance", "multi_agent",
-                  "callbacks", "offline_data", "checkpointing", "rl_module", "model")
+                  "callbacks", "offline_data", "checkpointing", "rl_module", "experimental", "model")
 
 
-def rllib_key(name: str, algo_names: Collection[str]) -> RLlibKey | None:
-    """The table's entry for RLlib's ``name`` in a config of one of ``algo_names`` (None if none)."""
-    return next((key for key in RLLIB_KEYS if key.name == name and key.applies_to(algo_names)), None)
+def rllib_key(name: str, algo_names: Collection[str], fields: Collection[str] | None = None) -> RLlibKey | None:
+    """The table's entry for RLlib's ``name`` in a config of one of ``algo_names`` (None if none);
+    with the config's ``fields``, a ``same`` entry counts only where the config has that key."""
+    return next((key for key in RLLIB_KEYS if key.name == name and key.applies_to(algo_names)
+                 and (fields is None or key.kind != "same" or key.name in fields)), None)
 
 
 def takes(entry: RLlibKey, fields: Collection[str], algo_names: Collection[str]) -> bool:
@@ -555,60 +655,4 @@ def takes(entry: RLlibKey, fields: Collection[str], algo_names: Collection[str])
     of the entries for that name that applies)."""
     if entry.kind == "same":
         return entry.name in fields
-    return rllib_key(entry.name, algo_names) is entry
-
-
-# -- environments given as a class or a function ---------------------------------------------------
-
-_ENV_OBJECTS: dict[str, Callable[..., Any]] = {}
-
-
-def env_name(env: Any) -> str:
-    """The name a config keeps for an environment class or creator function given as ``env``.
-
-    RLlib takes a ``gymnasium.Env`` subclass or a function of ``env_config`` where volley's
-    configs (and checkpoints) hold a string. The name is ``"module:QualName"``: a config
-    restored in another process finds the class there again, if its module was imported
-    (:func:`env_object`). A second, different object with the same name (two lambdas in one
-    module) gets ``"#2"`` added. It is called like a ``register_env`` creator,
-    ``env(env_config)``, and travels to Ray workers the same way.
-    """
-    if not callable(env):
-        raise ConfigError(f"config key 'env' must be a Gymnasium id, a name given to register_env, a "
-                          f"gymnasium.Env subclass or a creator function, got {shown(env)}")
-    base = f"{getattr(env, '__module__', None) or '__main__'}:{getattr(env, '__qualname__', type(env).__name__)}"
-    name, copies = base, 1
-    while _ENV_OBJECTS.setdefault(name, env) is not env:
-        copies += 1
-        name = f"{base}#{copies}"
-    return name
-
-
-def env_object(name: str) -> Callable[..., Any] | None:
-    """The class or function behind a name :func:`env_name` gave: registered in this process, or,
-    for a config restored from a checkpoint, found again where this process has it already: a
-    ``gymnasium.Env`` subclass in an imported module, or a function of the running script
-    (``__main__``). Nothing is imported and nothing else is called: a checkpoint never chooses the
-    code that runs. None if there is none."""
-    if name in _ENV_OBJECTS:
-        return _ENV_OBJECTS[name]
-    module, sep, qualname = name.partition(":")
-    found: Any = sys.modules.get(module) if sep else None
-    for part in qualname.split("."):
-        found = getattr(found, part, None)
-    is_env_class = isinstance(found, type) and issubclass(found, gym.Env)
-    if not is_env_class and not (isinstance(found, types.FunctionType) and module == "__main__"):
-        return None
-    _ENV_OBJECTS[name] = found
-    return found
-
-
-def missing_env_hint(name: str) -> str | None:
-    """Why an ``env`` named like :func:`env_name`'s names cannot be found, and what to do."""
-    module, sep, qualname = name.partition(":")
-    if not sep or not module.replace(".", "_").isidentifier():
-        return None
-    short = qualname.split(".")[-1].split("#")[0]
-    return (f"environment '{name}' was a class or function given as env in the process that made this "
-            f"config, and this process has no {short} in module '{module}': import or define it first "
-            f"and pass it again (config.environment(env={short})), or register_env('{name}', creator)")
+    return rllib_key(entry.name, algo_names, fields) is entry

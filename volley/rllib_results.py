@@ -34,6 +34,9 @@ def training_views(result: dict[str, Any], stats: dict[str, Any]) -> dict[str, A
     def renamed_stats(which: int) -> dict[str, Any]:
         return {LEARNER_STATS[k][which] if k in LEARNER_STATS else k: v for k, v in stats.items()}
 
+    learner_info = {"learner_stats": renamed_stats(0)}
+    if "learner_custom_metrics" in result:  # what on_learn_on_batch reported, where RLlib 2.x puts it
+        learner_info["custom_metrics"] = result["learner_custom_metrics"]
     return {
         "env_runners": {"episode_return_mean": result["episode_reward_mean"],
                         "episode_return_min": result["episode_reward_min"],
@@ -42,12 +45,19 @@ def training_views(result: dict[str, Any], stats: dict[str, Any]) -> dict[str, A
                         "num_episodes": result["episodes_this_iter"],
                         "num_env_steps_sampled": result["timesteps_this_iter"],
                         "num_episodes_lifetime": result["episodes_total"],
-                        "num_env_steps_sampled_lifetime": result["timesteps_total"]},
+                        "num_env_steps_sampled_lifetime": result["timesteps_total"],
+                        **_episode_summaries(result)},
         "num_env_steps_sampled_lifetime": result["timesteps_total"],
         "num_episodes_lifetime": result["episodes_total"],
         "learners": {DEFAULT_POLICY: renamed_stats(1)},
-        "info": {"learner": {DEFAULT_POLICY: {"learner_stats": renamed_stats(0)}}},
+        "info": {"learner": {DEFAULT_POLICY: learner_info}},
     }
+
+
+def _episode_summaries(result: dict[str, Any]) -> dict[str, Any]:
+    """The callbacks' custom metrics and histograms, which RLlib 2.10+ (old stack) nests under
+    ``env_runners`` (2.9 kept them at the top, as volley's flat keys do)."""
+    return {key: result[key] for key in ("custom_metrics", "hist_stats") if key in result}
 
 
 def evaluation_views(evaluation: dict[str, Any]) -> dict[str, Any]:
@@ -58,7 +68,8 @@ def evaluation_views(evaluation: dict[str, Any]) -> dict[str, Any]:
                             "episode_return_max": evaluation["episode_reward_max"],
                             "episode_len_mean": evaluation["episode_len_mean"],
                             "num_episodes": evaluation["episodes_this_iter"],
-                            "num_env_steps_sampled": evaluation["timesteps_this_iter"]},
+                            "num_env_steps_sampled": evaluation["timesteps_this_iter"],
+                            **_episode_summaries(evaluation)},
             "evaluation": dict(evaluation)}
 
 

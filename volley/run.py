@@ -30,7 +30,7 @@ from typing import Any, TextIO
 from volley.algorithm import Algorithm
 from volley.checkpoint import fsync, remove_checkpoint, remove_leftovers
 from volley.engines.mpi_engine import install_rank_hooks
-from volley.errors import CheckpointError, EnvError, WorkerError
+from volley.errors import CallbackError, CheckpointError, EnvError, WorkerError
 from volley.logging import PROGRESS, ResultLogger
 
 LATEST = "checkpoint"
@@ -221,9 +221,9 @@ def train_until(algo: Algorithm, stop: Stop, run_dir: Path | None = None,
 
     A signal stops the iteration in progress: the final checkpoint holds the counters of
     the last completed iteration (an interrupted update may have taken some of its steps).
-    A lost worker or a broken environment (``WorkerError``, ``EnvError``) also gets a final
-    checkpoint before it is raised: the learner is sound, only its workers failed. (A
-    ``TrainingError`` does not: the learner's own updates failed.)
+    A lost worker, a broken environment or a callbacks hook that raised (``WorkerError``,
+    ``EnvError``, ``CallbackError``) also gets a final checkpoint before it is raised: the
+    learner is sound. (A ``TrainingError`` does not: the learner's own updates failed.)
 
     Under MPI this is the run's entry point on every rank: ranks other than 0 serve rank 0
     (:meth:`Algorithm.serve_forever`) and return when it stops.
@@ -260,7 +260,7 @@ def train_until(algo: Algorithm, stop: Stop, run_dir: Path | None = None,
         signum = getattr(exc, "signum", signal.SIGINT)
         reason = f"interrupted by {signal.Signals(signum).name}"
         print(f"volley: {reason}: saving a final checkpoint", file=out, flush=True)
-    except (WorkerError, EnvError) as exc:
+    except (WorkerError, EnvError, CallbackError) as exc:
         if run_dir is not None:
             print(f"volley: stopping on a {type(exc).__name__}: saving a final checkpoint", file=out, flush=True)
             save_run_checkpoint(algo, run_dir, keep_checkpoints)

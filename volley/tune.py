@@ -3,7 +3,9 @@
 Tune does the searching, scheduling and early stopping; this module only makes a
 volley run a trial::
 
-    from ray import tune
+    import ray
+import ray
+from ray import tune
     from volley.tune import trainable
 
     tuner = tune.Tuner(trainable("ppo"),
@@ -25,17 +27,23 @@ safetensors, never pickle), which ``volley evaluate`` and ``Algorithm.from_check
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any, ClassVar
 
+import ray
 from ray import tune
 
 from volley.algorithm import Algorithm
-from volley.algorithms import get_config_class
+from volley.algorithms import ALGORITHMS, RLLIB_NAMES, get_config_class
+from volley.callbacks import DefaultCallbacks, classes_named, remember
 from volley.config import AlgorithmConfig
+from volley.engines.ray_engine import as_trial, ship_by_value, trial_resources
 from volley.errors import ConfigError
 from volley.logging import ResultLogger
+from volley.named import CUSTOM_ACTION_DISTS, CUSTOM_MODELS, ENVIRONMENTS
 
+NAMED = {"env": ENVIRONMENTS, "custom_model": CUSTOM_MODELS, "custom_action_dist": CUSTOM_ACTION_DISTS}
 METRIC = "episode_reward_mean"
 
 
@@ -44,28 +52,26 @@ class VolleyTrainable(tune.Trainable):
 
     base_config: ClassVar[dict[str, Any]]
     config_class: ClassVar[type[AlgorithmConfig]]
+    # the callbacks classes base_config names, and the user's named objects (environment creators,
+    # custom model classes) by kind and name: they travel to the trial's process with this class,
+    # as a rollout worker's recipe carries them
+    callbacks_classes: ClassVar[dict[str, type[DefaultCallbacks]]] = {}
+    user_objects: ClassVar[dict[str, dict[str, Any]]] = {}
 
     @classmethod
     def algorithm_config(cls, params: dict[str, Any]) -> AlgorithmConfig:
-        """The base config with a trial's ``params`` (config keys) applied."""
-        config = cls.config_class.from_dict(cls.base_config).update(**params)
-        if config.engine == "mpi":
-            raise ConfigError("engine='mpi' cannot run inside a Tune trial; use 'ray' or 'local'")
-        if config.num_workers == "auto":  # every CPU per trial would leave room for one trial
-            config.update(num_workers=0)
-        if config.num_cpus_for_driver is None:  # the learner's threads: the CPUs its bundle holds, not
-            config.update(num_cpus_for_driver=1)  # every core of a node that other trials share
-        return config
+        """The base config with a trial's ``params`` (config keys) applied, as a trial runs it."""
+        remember(cls.callbacks_classes)
+        for kind, objects in cls.user_objects.items():
+            for name, user_object in objects.items():
+                NAMED[kind].register(name, user_object)
+        return as_trial(cls.config_class.from_dict(cls.base_config).update(**params))
 
     @classmethod
     def default_resource_request(cls, config: dict[str, Any]) -> tune.PlacementGroupFactory:
         """One bundle for the trial (its learner's ``num_cpus_for_driver`` CPUs, default 1), one per
         Ray rollout worker."""
-        algo_config = cls.algorithm_config(config)
-        remote = algo_config.plan().num_workers if algo_config.engine == "ray" else 0
-        return tune.PlacementGroupFactory(
-            [{"CPU": float(algo_config.num_cpus_for_driver or 1)}]
-            + [{"CPU": algo_config.num_cpus_per_worker}] * remote)
+        return trial_resources(cls.algorithm_config(config))
 
     def setup(self, config: dict[str, Any]) -> None:
         self.algo: Algorithm = self.algorithm_config(config).build()
@@ -94,12 +100,47 @@ class VolleyTrainable(tune.Trainable):
         self.algo.stop()
 
 
-def trainable(algo: str | AlgorithmConfig) -> type[VolleyTrainable]:
-    """A Trainable class for an algorithm name (``"ppo"``) or a config to start from."""
-    base = get_config_class(algo)() if isinstance(algo, str) else algo.copy()
+def trainable(algo: str | type[Algorithm] | AlgorithmConfig) -> type[VolleyTrainable]:
+    """A Trainable class for an algorithm name (``"ppo"``, RLlib's ``"PPO"``), an algorithm class
+    (``PPO``) or a config to start from."""
+    if isinstance(algo, type):
+        base = algo.get_default_config()
+    else:
+        base = get_config_class(algo)() if isinstance(algo, str) else algo.copy()
     name = f"Volley{type(base).__name__.removesuffix('Config')}"
-    return type(name, (VolleyTrainable,), {"base_config": base.to_dict(),
-                                           "config_class": type(base)})
+    callbacks = classes_named(base.callbacks_class)
+    user_objects = {kind: dict(named.registered) for kind, named in NAMED.items()}
+    for kind, given in (("env", base.env), ("custom_model", base.model.custom_model),
+                        ("custom_action_dist", base.model.custom_action_dist)):
+        found = NAMED[kind].find(given) if given is not None else None
+        if given is not None and found is not None:
+            user_objects[kind][given] = found
+    for user_object in [*callbacks.values(), *(o for objects in user_objects.values() for o in objects.values())]:
+        ship_by_value(user_object)  # a script's or test file's module goes to the trial's process by value
+    return type(name, (VolleyTrainable,), {"base_config": base.to_dict(), "config_class": type(base),
+                                           "callbacks_classes": callbacks, "user_objects": user_objects})
+
+
+def register_rllib_names() -> None:
+    """volley's algorithms as Tune trainables under RLlib's names (``"PPO"``, ``"DQN"``, ``"APEX"``),
+    so ``tune.Tuner("PPO", param_space=config)`` runs as RLlib's docs spell it; and volley's configs
+    as a ``param_space`` (Tune takes RLlib's configs through their ``to_dict()``). Done when this
+    module is imported. Tune takes an algorithm *class* only where it subclasses ``tune.Trainable``,
+    which volley's cannot (no algorithm imports Ray): ``trainable(PPO)`` is that class."""
+    for name in ALGORITHMS:
+        tune.register_trainable(name.upper(), trainable(name), warn=False)
+    for rllib_name, name in RLLIB_NAMES.items():
+        tune.register_trainable(rllib_name.upper(), trainable(name), warn=False)
+    with contextlib.suppress(ImportError, AttributeError):  # Tune's own test for RLlib's configs
+        from ray.tune.tune import _Config
+
+        _Config.register(AlgorithmConfig)
+
+
+register_rllib_names()
+# Tune's registry lives in the Ray session: a later one (ray.shutdown, then ray.init) gets the names
+# again through the hook Tune itself re-registers with
+ray._private.worker._post_init_hooks.append(register_rllib_names)
 
 
 def search_space(config_class: type[AlgorithmConfig], grid: list[tuple[str, list[Any]]],

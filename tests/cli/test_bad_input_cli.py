@@ -103,7 +103,7 @@ def test_random_commands_name_the_mistake(argv, capsys):
     (["--set", "env_config=[1]"], "config key 'env_config' must be dict, got [1]"),
     (["--seed", "-1"], "config key 'seed' must be in [0, 2**31), got -1"),
     (["--logdir", "/dev/null/runs"], "--logdir '/dev/null/runs' cannot be created"),
-    (["--set", "lr_schedule=[[]]"], "config key 'lr_schedule' must be [[timestep, lr], ...]"),
+    (["--set", "lr_schedule=[[]]"], "config key 'lr_schedule' must be a number or [[timestep, value], ...]"),
     (["--engine", "local", "--nprocs", "2"], "--nprocs 2 needs --engine mpi, got --engine local"),
 ])
 def test_mistakes_found_by_the_property_test_are_named(args, message, capsys):

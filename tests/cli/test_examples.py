@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
 from pathlib import Path
+
+import numpy as np
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 
@@ -62,3 +65,44 @@ def test_dqn_cartpole_async_prints_progress():
     lines = [line for line in out.stdout.splitlines() if line.startswith("iteration")]
     assert len(lines) == 2 and lines[1].startswith("iteration 2: return ")
     assert re.search(r"\d+ learner updates, replay \d+, .* 0 restarts", lines[1])
+
+
+def test_custom_metrics_callbacks_reach_progress_and_tensorboard(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    out = run_example("custom_metrics_callbacks.py", "--iters", "2", "--workers", "0", "--dir", str(tmp_path))
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert re.search(r"^pole angle over the last \d+ episodes: mean 0\.\d{4} rad", out.stdout, re.M), out.stdout
+    last = json.loads((tmp_path / "progress.jsonl").read_text().splitlines()[-1])
+    assert last["callback_ok"] is True and last["learner_custom_metrics"]["sum_actions_in_train_batch"] > 0
+    assert len(last["hist_stats"]["pole_angles"]) == sum(last["hist_stats"]["episode_lengths"])
+    events = EventAccumulator(str(tmp_path), size_guidance={"scalars": 0, "histograms": 0}).Reload()
+    angle = events.Scalars("volley/custom_metrics/pole_angle_mean")
+    assert [e.step for e in angle][-1] == last["timesteps_total"]
+    assert angle[-1].value == np.float32(last["custom_metrics"]["pole_angle_mean"])
+    histogram = events.Histograms("volley/hist_stats/pole_angles")[-1].histogram_value
+    assert histogram.num == len(last["hist_stats"]["pole_angles"])
+
+
+def test_the_custom_dict_observation_model_trains_and_acts():
+    out = run_example("custom_model_dict_obs.py", "--iters", "2")
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = [line for line in out.stdout.splitlines() if line.startswith("iteration")]
+    assert len(lines) == 2 and re.match(r"iteration 2: return [\d.]+, \d+ steps", lines[1]), lines
+    assert re.search(r"^pole leaning right: action [01] \(1 pushes the cart right\)$", out.stdout, re.M)
+
+
+def test_multidiscrete_actions_learn_and_act_back_what_they_are_shown():
+    out = run_example("multidiscrete_actions.py", "--iters", "2", "--space", "nested")
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = re.findall(r"^iteration (\d): (\d+) steps, mean return (-?[\d.]+), entropy [\d.]+$", out.stdout, re.M)
+    assert [r[0] for r in rows] == ["1", "2"] and int(rows[1][1]) > int(rows[0][1]), out.stdout
+    assert re.search(r"^shown \{'a': \(\{'d': .*\nacted \{'a': \(\{'d': .*\nreward -?[\d.]+$", out.stdout, re.M | re.S)
+
+
+def test_action_masking_never_sends_an_illegal_action():
+    out = run_example("action_masking.py", "--iters", "2")  # the environment raises on an illegal one
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert re.search(r"^iteration 2: \d+ steps, mean return [\d.]+ of 20$", out.stdout, re.M), out.stdout
+    assert re.search(r"^greedy evaluation: mean return [\d.]+ over 10 episodes; \d+ training steps, no illegal "
+                     r"action taken$", out.stdout, re.M), out.stdout

@@ -11,7 +11,7 @@ import pytest
 from ray import tune
 from test_cli import volley
 
-from volley import PPOConfig
+from volley import DefaultCallbacks, PPOConfig
 from volley.algorithm import Algorithm
 from volley.tune import search_space, trainable
 
@@ -71,10 +71,20 @@ def test_a_trial_gives_its_learner_the_cpus_its_bundle_holds():
     assert trainable("ppo").algorithm_config({**pong, "num_cpus_for_driver": 2}).num_cpus_for_driver == 2
 
 
+class EpisodeLengths(DefaultCallbacks):
+    """Defined in a test file: the class goes to the trial's process, and on to its worker, by value."""
+
+    def on_episode_end(self, *, episode, **kwargs):
+        episode.custom_metrics["length"] = episode.length
+
+    def on_train_result(self, *, result, **kwargs):
+        result["callback_ok"] = True
+
+
 def test_tuner_runs_a_trial_whose_workers_live_in_its_placement_group(ray_session, tmp_path):
     # The trial holds both CPUs (itself + one worker): a worker actor placed outside the
     # trial's group would wait forever for a CPU; the time budget turns that into a failure.
-    config = PPOConfig().update(**TINY, num_workers=1, engine="ray")
+    config = PPOConfig().update(**TINY, num_workers=1, engine="ray").callbacks(EpisodeLengths)
     tuner = tune.Tuner(trainable(config), param_space={"seed": 3},
                        tune_config=tune.TuneConfig(time_budget_s=240),
                        run_config=tune.RunConfig(storage_path=str(tmp_path), name="pg", verbose=0,
@@ -85,6 +95,9 @@ def test_tuner_runs_a_trial_whose_workers_live_in_its_placement_group(ray_sessio
     assert result.error is None
     assert result.metrics["training_iteration"] == 2
     assert result.metrics["num_workers"] == 1
+    assert result.metrics["callback_ok"] is True  # what on_train_result added reaches Tune
+    assert result.metrics["custom_metrics"]["length_mean"] == pytest.approx(result.metrics["episode_len_mean"])
+    assert result.metrics["env_runners"]["custom_metrics"]["length_max"] == result.metrics["episode_reward_max"]
     assert [r["training_iteration"] for r in rows(Path(result.path))] == [1, 2]
     restored = Algorithm.from_checkpoint(result.checkpoint.path, engine="local", num_workers=0)
     try:

@@ -125,6 +125,23 @@ def test_an_exception_on_rank_1_ends_the_job_naming_rank_1():
                                "env_config {}: RuntimeError: this environment cannot start here")
 
 
+def test_custom_metrics_of_every_rank_reach_rank_0_in_both_modes():
+    out = mpiexec("callbacks")
+    assert out.returncode == 0, out.stderr[-3000:]
+    results = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    assert [result["mode"] for result in results] == ["gather", "allreduce"]
+    for result in results:
+        metrics, hist = result["custom_metrics"], result["hist_stats"]
+        assert metrics["length_mean"] == pytest.approx(result["episode_len_mean"])
+        assert (metrics["rank_min"], metrics["rank_max"]) == (0, 1)
+        assert hist["lengths"] == hist["episode_lengths"]
+
+
+def test_a_callbacks_hook_that_raises_on_rank_1_ends_the_job_naming_it():
+    assert_rank_1_ends_the_job("callback_fails_on_rank_1", "CallbackError: FailsOnRank1.on_episode_step "
+                               "raised RuntimeError in rollout worker 1: rank 1 says no")
+
+
 def test_train_until_serves_rank_0_from_the_other_ranks(tmp_path):
     out = mpiexec("train_until", str(tmp_path))
     assert out.returncode == 0, out.stderr[-3000:]
@@ -160,3 +177,30 @@ def test_allreduce_mode_is_refused_for_trpo():
 
     with pytest.raises(ConfigError, match="mpi_mode='allreduce' is for PPO and PG, not TRPO"):
         TRPOConfig().environment("CartPole-v1").resources(engine="mpi", mpi_mode="allreduce").build()
+
+
+def test_a_custom_model_trains_in_gather_and_allreduce_modes():
+    """RLlib's protocol on MPI ranks: the model registered by the script every rank runs, its Dict
+    observations restored on every rank, replicas identical in allreduce mode."""
+    out = mpiexec("custom_model")
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = {line.split()[1]: line.split() for line in out.stdout.splitlines() if line.startswith("custom")}
+    assert sorted(lines) == ["allreduce", "gather"]
+    for words in lines.values():
+        assert float(words[3]) > 1e-4  # the weights moved
+    assert lines["allreduce"][5:] == ["0.0", "replicas", "2"]  # bit-for-bit the same on both ranks
+
+
+def test_masked_and_multidiscrete_actions_gather_on_two_ranks():
+    """Each rank's environment raises on a masked action (RLlib's Dict observation, sb3-contrib's
+    action_masks()), so a leak on either rank fails the job; rank 0 finds every gathered action
+    allowed by the mask gathered with it; MultiDiscrete actions gather as [rows, 4] columns."""
+    out = mpiexec("masked")
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = {line.split()[1]: line.split() for line in out.stdout.splitlines() if line.startswith("masked")}
+    assert sorted(lines) == ["multidiscrete", "rllib", "sb3"]
+    for name in ("rllib", "sb3"):
+        words = lines[name]
+        assert int(words[3]) >= 380 and words[5] == f"({words[3]},)" and words[7] == words[3], words
+    assert lines["multidiscrete"][5:7] == [f"({lines['multidiscrete'][3]},", "4)"]
+    assert all(words[-1] == "1" for words in lines.values())

@@ -127,18 +127,18 @@ def test_every_key_takes_a_number_of_its_type_or_names_it(cls, key, value):
 @pytest.mark.parametrize(("value", "shown"), [(float("nan"), "nan"), (float("-inf"), "-inf"),
                                               (10**400, "1000000000")])
 def test_non_finite_and_huge_floats_are_named(value, shown):
-    with pytest.raises(ConfigError, match=f"'lr' must be float, got {shown}"):
+    with pytest.raises(ConfigError, match=f"'lr' must be float or list\\[list\\[float\\]\\], got {shown}"):
         CONFIGS[0]().training(lr=value)
 
 
 def test_model_config_instances_are_checked_like_dicts():
     bad = dataclasses.replace(ModelConfig(), fcnet_activation="gelu")  # type: ignore[arg-type]
-    with pytest.raises(ConfigError, match="'model.fcnet_activation' must be 'tanh' or 'relu', got 'gelu'"):
+    with pytest.raises(ConfigError, match="'model.fcnet_activation' must be 'tanh' or 'relu' or 'linear', got 'gelu'"):
         CONFIGS[0]().training(model=bad)
 
 
 @pytest.mark.parametrize(("kwargs", "pattern"), [
-    ({"lr_schedule": [[]]}, r"'lr_schedule' must be \[\[timestep, lr\], ...\].*got \[\[\]\]"),
+    ({"lr_schedule": [[]]}, r"'lr_schedule' must be a number or \[\[timestep, value\], ...\].*got \[\[\]\]"),
     ({"seed": -1}, r"'seed' must be in \[0, 2\*\*31\), got -1"),
     ({"env_config": {"size": (4, 4)}}, r"'env_config' must hold JSON data.*\(4, 4\)"),
     ({"num_workers": np.int64(3), "lr": np.float32(0.5)}, None),

@@ -38,7 +38,7 @@ def test_key_in_the_wrong_builder_names_the_right_one():
 
 
 @pytest.mark.parametrize(("key", "value", "pattern"), [
-    ("lr", "fast", r"'lr' must be float, got 'fast'"),
+    ("lr", "fast", r"'lr' must be float or list\[list\[float\]\], got 'fast'"),
     ("num_epochs", 2.5, r"'num_epochs' must be int, got 2.5"),
     ("normalize_advantages", 1, r"'normalize_advantages' must be bool, got 1"),
     ("model", [1], r"'model' must be a dict, got \[1\]"),
@@ -55,7 +55,7 @@ def test_literal_values_are_checked_with_suggestion():
 
 @pytest.mark.parametrize(("kwargs", "pattern"), [
     ({"num_workers": -1}, r"'num_workers' must be >= 0, got -1"),
-    ({"gamma": 1.5}, r"'gamma' must be in \(0, 1\], got 1.5"),
+    ({"gamma": 1.5}, r"'gamma' must be in \[0, 1\], got 1.5"),
     ({"minibatch_size": 4096, "train_batch_size": 1024}, r"minibatch_size=4096 is larger than train_batch_size=1024"),
     ({"lr_schedule": [[100, 1e-3], [0, 0.0]]}, r"lr_schedule"),
     ({"max_worker_restarts": -1}, r"'max_worker_restarts' must be >= 0, got -1"),

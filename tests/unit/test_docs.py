@@ -50,7 +50,7 @@ def test_every_algorithm_has_a_page_with_its_own_keys():
         assert f"volley train --algo {name}" in page
     ppo = (DOCS / "algorithms" / "ppo.md").read_text()
     assert "| `clip_param` | float | `0.2` | `.training()` | PPO's ratio clip epsilon |" in ppo
-    assert "| `lr` | float | `0.002` |" in ppo  # a shared key whose default PPO changes
+    assert "| `lr` | float or list[list[float]] | `0.002` |" in ppo  # a shared key whose default PPO changes
     assert "| `env` |" not in ppo  # shared keys with shared defaults live in configuration.md
     pg = (DOCS / "algorithms" / "pg.md").read_text()
     assert "| `fcnet_hiddens` | list[int] | `[200]` |" in pg  # the algorithm's model defaults

@@ -10,9 +10,10 @@ from gymnasium.wrappers import TimeLimit
 from test_worker import Counter
 
 from volley import ConfigError, DQNConfig
+from volley.acting import epsilon_greedy_head
 from volley.algorithms.dqn import DQN, exploration_epsilon, q_targets
 from volley.config import ModelConfig
-from volley.models import EpsilonGreedy, QNetwork
+from volley.models import EpsilonGreedy, QNetwork, trunk
 from volley.rollout.worker import EnvStreams, RolloutWorker
 
 
@@ -56,8 +57,7 @@ def test_epsilon_schedules():
 
 def test_epsilon_greedy_acts_greedily_with_probability_one_minus_epsilon():
     q = torch.tensor([0.0, 2.0, 1.0]).expand(30_000, 3)
-    dist = EpsilonGreedy(q, 0.3)
-    actions = dist.sample(EnvStreams(0, list(range(30_000)))).numpy()
+    actions = epsilon_greedy_head(0.3).draw(q.numpy(), EnvStreams(0, list(range(30_000))), True)
     # greedy 0.7 + 0.3/3, each other action 0.3/3
     np.testing.assert_allclose(np.bincount(actions, minlength=3) / 30_000, [0.1, 0.8, 0.1], atol=0.01)
     two = EpsilonGreedy(q[:2], 0.3)
@@ -67,7 +67,8 @@ def test_epsilon_greedy_acts_greedily_with_probability_one_minus_epsilon():
 
 def linear_q(weight: list[list[float]]) -> QNetwork:
     """A Q-network without hidden layers: Q(s) = W s."""
-    net = QNetwork((2,), False, gym.spaces.Discrete(2), ModelConfig(fcnet_hiddens=[]), dueling=False)
+    model = ModelConfig(fcnet_hiddens=[])
+    net = QNetwork(*trunk((2,), False, model), gym.spaces.Discrete(2), model, dueling=False)
     with torch.no_grad():
         net.q_head.weight.copy_(torch.tensor(weight))
         net.q_head.bias.zero_()
@@ -86,7 +87,8 @@ def test_double_q_target_on_a_hand_example():
 
 
 def test_dueling_q_values_average_to_the_state_value():
-    net = QNetwork((3,), False, gym.spaces.Discrete(4), ModelConfig(fcnet_hiddens=[8]), dueling=True)
+    model = ModelConfig(fcnet_hiddens=[8])
+    net = QNetwork(*trunk((3,), False, model), gym.spaces.Discrete(4), model, dueling=True)
     obs = torch.randn(5, 3)
     assert net.value_head is not None
     torch.testing.assert_close(net.q_values(obs).mean(-1), net.value_head(net.body(obs)).squeeze(-1))

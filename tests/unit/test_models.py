@@ -8,8 +8,9 @@ import pytest
 import torch
 
 from volley import ModelConfig, VolleyError
-from volley.acting import NumpyActor, ObsPreprocessor
-from volley.models import Categorical, DiagGaussian, build_policy
+from volley.acting import NumpyActor, ObsPreprocessor, categorical_head, gaussian_head
+from volley.catalog import build_policy
+from volley.models import DiagGaussian
 from volley.rollout.worker import EnvStreams
 
 
@@ -28,8 +29,14 @@ def test_dict_and_tuple_observations_are_flattened_in_key_order():
 
 
 def test_unsupported_spaces_are_named():
-    with pytest.raises(VolleyError, match=r"action space MultiDiscrete\(\[2 3\]\) is not supported"):
-        build_policy(gym.spaces.Box(-1, 1, (3,)), gym.spaces.MultiDiscrete([2, 3]), ModelConfig())
+    with pytest.raises(VolleyError, match=r"^in Tuple\(.*\), the part \[1\]\['b'\]: action space Text\(1, 5, "
+                                          r"charset=\w+\) is not supported: volley's policies take Discrete, "
+                                          r"MultiDiscrete, MultiBinary, Box, and Tuple or Dict of these$"):
+        build_policy(gym.spaces.Box(-1, 1, (3,)), gym.spaces.Tuple(
+            (gym.spaces.Discrete(2), gym.spaces.Dict({"a": gym.spaces.Discrete(2), "b": gym.spaces.Text(5)}))),
+            ModelConfig())
+    with pytest.raises(VolleyError, match=r"action space MultiDiscrete\(\[2 3\]\) is not supported by Q-learning"):
+        build_policy(gym.spaces.Box(-1, 1, (3,)), gym.spaces.MultiDiscrete([2, 3]), ModelConfig(), "q")
     with pytest.raises(VolleyError, match=r"observation space Text\(.*\) is not supported"):
         build_policy(gym.spaces.Text(5), gym.spaces.Discrete(2), ModelConfig())
 
@@ -45,12 +52,23 @@ def test_image_observations_go_to_the_cnn():
 
 
 def test_categorical_sampling_frequencies_match_probabilities():
-    probs = torch.tensor([0.1, 0.6, 0.3])
+    probs = np.array([0.1, 0.6, 0.3])
     n = 20_000
-    dist = Categorical(probs.log().expand(n, 3))
-    samples = dist.sample(EnvStreams(0, list(range(n)))).numpy()
+    samples = categorical_head().draw(np.log(probs)[None].repeat(n, 0), EnvStreams(0, list(range(n))), True)
     freq = np.bincount(samples, minlength=3) / n
-    np.testing.assert_allclose(freq, probs.numpy(), atol=0.015)
+    np.testing.assert_allclose(freq, probs, atol=0.015)
+
+
+def test_gaussian_draws_from_a_custom_models_means_and_log_stds():
+    """RLlib's DiagGaussian inputs (means, then log-stds): draws and log-probabilities in numpy."""
+    inputs = np.array([[0.5, -1.0, 0.2, -0.4]] * 20_000, np.float32)  # means (0.5, -1), log-stds (0.2, -0.4)
+    draws = gaussian_head(None).draw(inputs, EnvStreams(0, list(range(20_000))), True)
+    np.testing.assert_allclose(draws.mean(0), [0.5, -1.0], atol=0.03)
+    np.testing.assert_allclose(draws.std(0), np.exp([0.2, -0.4]), rtol=0.03)
+    ref = torch.distributions.Normal(torch.tensor([0.5, -1.0]), torch.tensor([0.2, -0.4]).exp())
+    np.testing.assert_allclose(gaussian_head(None).log_prob(inputs[:3], draws[:3]),
+                               ref.log_prob(torch.as_tensor(draws[:3])).sum(-1).numpy(), rtol=1e-5)
+    assert (gaussian_head(None).draw(inputs[:2], EnvStreams(0, [0, 1]), False) == inputs[:2, :2]).all()
 
 
 def test_gaussian_matches_torch_distributions():
@@ -81,6 +99,9 @@ def test_flat_weights_round_trip():
     (gym.spaces.Discrete(4), ModelConfig(fcnet_activation="relu"), "q"),
     (gym.spaces.Discrete(4), ModelConfig(), "dueling_q"),
     (gym.spaces.Box(-1.0, 1.0, (2,), np.float32), ModelConfig(fcnet_hiddens=[32, 16, 8]), "actor_critic"),
+    # RLlib's tuned CartPole: no activation between the layers
+    (gym.spaces.Discrete(2), ModelConfig(fcnet_activation="linear", vf_share_layers=True), "actor_critic"),
+    (gym.spaces.Discrete(3), ModelConfig(fcnet_activation="linear"), "q"),
     (gym.spaces.Box(-2.0, 2.0, (3,), np.float32), ModelConfig(fcnet_hiddens=[16, 8], fcnet_activation="relu"),
      "squashed_gaussian"),
     (gym.spaces.Box(-2.0, 2.0, (3,), np.float32), ModelConfig(), "squashed_gaussian_warmup"),
@@ -100,8 +121,10 @@ def test_acting_in_numpy_matches_the_torch_network(action_space, model, network)
     obs = np.random.default_rng(0).normal(size=(6, 7)).astype(np.float32)
     twin = policy.numpy_twin()
     assert twin is not None
-    actions, dist_inputs, values = twin.act(obs, EnvStreams(0, list(range(6))), True)
-    torch_actions, torch_inputs, torch_values = policy._act_in_torch(obs, EnvStreams(0, list(range(6))), True)
+    actions, dist_inputs, values, state = twin.act(obs, [], EnvStreams(0, list(range(6))), True)
+    torch_actions, torch_inputs, torch_values, torch_state = policy._torch_twin().act(
+        obs, [], EnvStreams(0, list(range(6))), True)
+    assert state == torch_state == []  # feed-forward: no recurrent state
     np.testing.assert_allclose(actions, torch_actions, rtol=1e-5, atol=1e-6)  # the same draws
     np.testing.assert_allclose(dist_inputs, torch_inputs, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(values, torch_values, rtol=1e-5, atol=1e-6)
@@ -112,15 +135,16 @@ def test_acting_in_numpy_matches_the_torch_network(action_space, model, network)
         want = [policy.distribution_of(torch.as_tensor(x)).log_prob(torch.as_tensor(a)).numpy()
                 for x, a in zip(fragment_inputs, fragment_actions, strict=True)]
     np.testing.assert_allclose(logp, want, rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(policy._log_prob_in_torch(fragment_inputs, fragment_actions), want, rtol=1e-5,
-                               atol=1e-5)
-    mode, _, _ = twin.act(obs, EnvStreams(0, list(range(6))), False)
-    np.testing.assert_allclose(mode, policy._act_in_torch(obs, EnvStreams(0, [0]), False)[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(policy._torch_twin().log_prob(fragment_inputs, fragment_actions), want,
+                               rtol=1e-5, atol=1e-5)
+    mode = twin.act(obs, [], EnvStreams(0, list(range(6))), False)[0]
+    np.testing.assert_allclose(mode, policy._torch_twin().act(obs, [], EnvStreams(0, [0]), False)[0],
+                               rtol=1e-5, atol=1e-6)
     # a rollout worker acts from the flat weights alone, with no torch network to read them from
     actor = NumpyActor(7, action_space, model, network)
     actor.load(policy.get_flat_weights())
-    for got, want in zip(actor.act(obs, EnvStreams(0, list(range(6))), True), (actions, dist_inputs, values),
-                         strict=True):
+    for got, want in zip(actor.act(obs, [], EnvStreams(0, list(range(6))), True)[:3],
+                         (actions, dist_inputs, values), strict=True):
         np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(actor.log_prob(fragment_inputs, fragment_actions), logp)
     with pytest.raises(VolleyError, match=r"weights of shape \(3,\) given to a network of \d+ weights"):
@@ -144,12 +168,12 @@ def test_the_numpy_twin_follows_every_change_of_the_weights():
     _, policy = build_policy(obs_space, gym.spaces.Discrete(2), ModelConfig())
     obs = np.ones((1, 3), np.float32)
     streams = EnvStreams(0, [0])
-    before = policy.act(obs, streams, False)[2]
+    before = policy.act(obs, [], streams, False)[2]
     policy.set_flat_weights(policy.get_flat_weights() * 2)  # sent new weights
-    assert policy.act(obs, streams, False)[2] != before
+    assert policy.act(obs, [], streams, False)[2] != before
     with torch.no_grad():  # stepped in place, as an optimizer does
         policy.vf_head.bias.add_(1.0)
-    np.testing.assert_allclose(policy.act(obs, streams, False)[2],
+    np.testing.assert_allclose(policy.act(obs, [], streams, False)[2],
                                policy(torch.as_tensor(obs))[1].detach().numpy(), atol=1e-6)
 
 

@@ -14,12 +14,21 @@ import re
 import pytest
 import torch
 
-from volley import ApexDQNConfig, ConfigError, DQNConfig, PGConfig, PPOConfig, TRPOConfig
+from volley import (
+    ApexDQNConfig,
+    APPOConfig,
+    ConfigError,
+    DQNConfig,
+    IMPALAConfig,
+    PGConfig,
+    PPOConfig,
+    TRPOConfig,
+)
 from volley.algorithms.ppo import adapt_kl_coeff
 from volley.config import AlgorithmConfig
 from volley.rllib_compat import RLLIB_KEYS, RLlibKey, takes
 
-CONFIGS = [PPOConfig, TRPOConfig, PGConfig, DQNConfig, ApexDQNConfig]
+CONFIGS = [PPOConfig, TRPOConfig, PGConfig, DQNConfig, ApexDQNConfig, IMPALAConfig, APPOConfig]
 CASES = [(entry, cls) for entry in RLLIB_KEYS for cls in CONFIGS
          if takes(entry, cls.field_specs(), cls.algo_names())]
 
@@ -149,8 +158,7 @@ def test_debugging_reporting_framework_and_api_stack():
         PPOConfig().debugging(log_level="VERBOSE")
     with pytest.raises(ConfigError, match=r"'framework' must be 'torch', got 'tf2'"):
         PPOConfig().framework("tf2")
-    with pytest.raises(ConfigError, match=r"keep_per_episode_custom_metrics=True is not supported"):
-        PPOConfig().reporting(keep_per_episode_custom_metrics=True)
+    assert PPOConfig().reporting(keep_per_episode_custom_metrics=True).keep_per_episode_custom_metrics
 
 
 def test_learners_and_resources():
@@ -286,7 +294,7 @@ def test_frozen_config_refuses_changes_and_copies_thaw_it():
 
 
 def test_validate_and_build_with_env():
-    with pytest.raises(ConfigError, match=r"'gamma' must be in \(0, 1\], got 1.5"):
+    with pytest.raises(ConfigError, match=r"'gamma' must be in \[0, 1\], got 1.5"):
         PPOConfig().training(gamma=1.5).validate()
     config = PPOConfig().resources(engine="local").training(train_batch_size=256, minibatch_size=64)
     algo = config.build(env="Pendulum-v1")
@@ -307,7 +315,7 @@ def test_validate_and_build_with_env():
 # -- 9. what volley does not implement: one line naming the key, never "unknown" -------------------
 
 
-class MyCallbacks:
+def on_episode_end(*, episode, **kwargs):
     pass
 
 
@@ -315,7 +323,8 @@ class MyCallbacks:
     (lambda: PPOConfig().resources(num_gpus_per_worker=1), r"num_gpus_per_worker=1 .* num_gpus gives"),
     (lambda: PPOConfig().training(model={"use_lstm": True}), r"model\['use_lstm'\]=True .* stack frames"),
     (lambda: PPOConfig().multi_agent(policies={"p0", "p1"}), r"policies=.* one policy"),
-    (lambda: PPOConfig().callbacks(MyCallbacks), r"callbacks_class=.*MyCallbacks.* no callbacks"),
+    (lambda: PPOConfig().callbacks(on_episode_end=on_episode_end),
+     r"on_episode_end=.* methods of a DefaultCallbacks subclass .* callbacks_class"),
     (lambda: PPOConfig().rl_module(rl_module_spec="spec"), r"rl_module_spec='spec' .*\(ModelConfig\)"),
     (lambda: PPOConfig().training(use_gae=False), r"use_gae=False .* lambda=1.0"),
     (lambda: DQNConfig().training(training_intensity=8), r"training_intensity=8 .* train_intensity = "),

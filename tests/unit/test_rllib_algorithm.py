@@ -14,7 +14,7 @@ from volley import Algorithm, EnvError, PPOConfig, VolleyError
 from volley.algorithms.ppo import adapt_kl_coeff
 from volley.envs import env_actions
 from volley.logging import PROGRESS, ResultLogger
-from volley.rllib_compat import _ENV_OBJECTS
+from volley.named import ENVIRONMENTS
 
 
 @pytest.fixture(autouse=True)
@@ -134,7 +134,7 @@ def test_an_env_class_is_an_env(tmp_path):
         path = algo.save(tmp_path / "ckpt")
     finally:
         algo.stop()
-    _ENV_OBJECTS.pop(f"{__name__}:Corridor")  # as in a fresh process: found again in its module
+    ENVIRONMENTS._given.pop(f"{__name__}:Corridor")  # as in a fresh process: found again in its module
     restored = Algorithm.from_checkpoint(path)
     try:
         assert restored.config.env == f"{__name__}:Corridor" and restored.iteration == 1

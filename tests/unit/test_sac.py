@@ -5,19 +5,23 @@ independent computation."""
 from __future__ import annotations
 
 import math
+import re
 
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from gymnasium.envs.classic_control import PendulumEnv
 from torch import distributions as td
 
-from volley import ConfigError, SACConfig
+from volley import ConfigError, DefaultCallbacks, SACConfig, register_env
 from volley.acting import squashed_gaussian_logp
 from volley.algorithms.sac import critic_targets, sac_losses
 from volley.config import ModelConfig
-from volley.models import SquashedGaussian, SquashedGaussianActor, StackedQ
+from volley.distributions import SquashedGaussian
+from volley.models import SquashedGaussianActor, StackedQ
 from volley.replay import n_step_columns
+from volley.schedules import value_at
 
 
 def small(**training) -> SACConfig:
@@ -256,7 +260,7 @@ def test_rllib_tuned_pendulum_sac_keys_are_accepted():
         "num_workers": 0, "num_gpus": 0, "metrics_num_episodes_for_smoothing": 5})
     config.validate()
     assert config.learning_starts == 256 and config.prioritized_replay
-    assert config.learning_rates() == (3e-4, 3e-4, 3e-4)
+    assert config.learning_rates(config.lr) == (3e-4, 3e-4, 3e-4)
     assert config.model.fcnet_hiddens == [256, 256] and config.q_model_config.fcnet_activation == "relu"
     assert config["store_buffer_in_checkpoints"] is False
 
@@ -265,7 +269,7 @@ def test_sb3_names():
     config = SACConfig().training(batch_size=64, buffer_size=5000, learning_starts=10, train_freq=4,
                                   gradient_steps=2, learning_rate=1e-3, ent_coef="auto_0.1")
     assert (config.train_batch_size, config.replay_buffer_capacity, config.rollout_fragment_length) == (64, 5000, 4)
-    assert config.learning_rates() == (1e-3, 1e-3, 1e-3) and config.initial_alpha == 0.1
+    assert config.learning_rates(config.lr) == (1e-3, 1e-3, 1e-3) and config.initial_alpha == 0.1
     fixed = SACConfig().training(ent_coef=0.05)
     assert fixed.initial_alpha == 0.05 and fixed.alpha_lr == 0.0
     with pytest.raises(ConfigError, match=r"ent_coef='auto0.1'"):
@@ -292,14 +296,10 @@ def test_config_errors_name_the_value(training, message):
 
 
 @pytest.mark.parametrize(("env", "message"), [
-    ("CartPole-v1", r"^action space Discrete\(2\) is not supported by SAC: it takes a one-dimensional Box"),
+    ("CartPole-v1", r"^action space Discrete\(2\) is not supported by SAC: it takes a one-dimensional float Box"),
     ("infinite-box", r"^action space Box\(-inf, inf, \(2,\), float32\) has infinite bounds: SAC squashes"),
 ])
 def test_action_spaces_sac_does_not_take_are_named_at_build(env, message):
-    from gymnasium.envs.classic_control import PendulumEnv
-
-    from volley import register_env
-
     class InfiniteBox(PendulumEnv):
         def __init__(self, **kwargs):
             super().__init__(**kwargs)
@@ -308,6 +308,95 @@ def test_action_spaces_sac_does_not_take_are_named_at_build(env, message):
     register_env("infinite-box", lambda config: InfiniteBox())
     with pytest.raises(ConfigError, match=message):
         SACConfig().environment(env).resources(engine="local").build()
+
+
+class OtherActions(PendulumEnv):
+    """Pendulum with another action space: only building SAC on it is tested."""
+
+    def __init__(self, action_space: gym.Space) -> None:
+        super().__init__()
+        self.action_space = action_space
+
+
+@pytest.mark.parametrize("space", [
+    gym.spaces.Box(-2.0, 2.0, (2, 2), np.float32),  # not one-dimensional
+    gym.spaces.Box(-2, 2, (1,), np.int64),  # integer values: categoricals
+    gym.spaces.MultiDiscrete([3, 3]),
+    gym.spaces.Tuple((gym.spaces.Box(-2.0, 2.0, (1,), np.float32), gym.spaces.Discrete(2))),
+])
+def test_composite_and_other_action_spaces_are_refused_in_one_line(space):
+    name = f"sac-actions-{type(space).__name__}-{space.shape}-{space.dtype}"
+    register_env(name, lambda config: OtherActions(space))
+    message = rf"^action space {re.escape(str(space))} is not supported by SAC: it takes a one-dimensional float Box"
+    with pytest.raises(ConfigError, match=message) as error:
+        SACConfig().environment(name).resources(engine="local").build()
+    assert "\n" not in str(error.value)
+
+
+class DictPendulum(gym.ObservationWrapper):
+    """Pendulum observed as a Dict: its observations, and a 0/1 entry under ``key``."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(gym.make("Pendulum-v1"))
+        self.key = key
+        self.observation_space = gym.spaces.Dict({"observations": self.env.observation_space,
+                                                  key: gym.spaces.Box(0.0, 1.0, (1,), np.float32)})
+
+    def observation(self, observation: np.ndarray) -> dict[str, np.ndarray]:
+        return {"observations": observation, self.key: np.ones(1, np.float32)}
+
+
+register_env("sac-dict-pendulum", lambda config: DictPendulum(config.get("key", "action_mask")))
+
+
+def test_an_action_mask_is_refused_and_other_dict_observations_are_flattened():
+    with pytest.raises(ConfigError, match=r"^an action mask needs discrete actions .*, but the action space is "
+                                          r"Box\(-2.0, 2.0, \(1,\), float32\)$"):
+        small().environment("sac-dict-pendulum").build()
+    algo = small().environment("sac-dict-pendulum", env_config={"key": "extra"}).build()
+    try:
+        assert algo.train()["num_updates"] == 8  # the network reads the 4 flat columns
+        assert algo.policy.body[0].in_features == 4
+    finally:
+        algo.stop()
+
+
+@pytest.mark.parametrize(("key", "custom"), [("model", "custom_model"), ("q_model_config", "custom_model"),
+                                             ("model", "custom_action_dist")])
+def test_custom_models_and_action_distributions_are_refused_in_one_line(key, custom):
+    message = rf"^{key}\['{custom}'\]='mine' is not supported by SAC: its actor and critics are volley's MLPs"
+    with pytest.raises(ConfigError, match=message):
+        SACConfig().training(**{key: {custom: "mine"}}).validate()
+
+
+class EpisodeLengths(DefaultCallbacks):
+    def on_episode_end(self, *, episode, **kwargs):
+        episode.custom_metrics["length"] = episode.length
+
+
+def test_callbacks_run_on_the_sampling_worker():
+    algo = small().callbacks(EpisodeLengths).reporting(min_sample_timesteps_per_iteration=400).build()
+    try:
+        result = algo.train()
+    finally:
+        algo.stop()
+    assert result["episodes_total"] >= 2 and result["custom_metrics"]["length_mean"] == 200  # Pendulum's
+
+
+def test_lr_schedule_sets_the_rates_left_unset_after_each_update():
+    points = [[0, 1e-3], [400, 1e-4]]
+    algo = small(lr=points, critic_lr=5e-4).reporting(min_sample_timesteps_per_iteration=200).build()
+    try:
+        assert algo.actor_optimizer.param_groups[0]["lr"] == 1e-3
+        for _ in range(3):
+            steps = algo.train()["timesteps_total"]
+            expected = value_at(points, steps)
+            assert algo.actor_optimizer.param_groups[0]["lr"] == pytest.approx(expected, rel=1e-9)
+            assert algo.alpha_optimizer.param_groups[0]["lr"] == pytest.approx(expected, rel=1e-9)
+            assert algo.critic_optimizer.param_groups[0]["lr"] == 5e-4  # its own
+        assert steps > 400 and expected == 1e-4
+    finally:
+        algo.stop()
 
 
 # -- checkpoints and acting -----------------------------------------------------------------------

@@ -80,7 +80,7 @@ def test_frozenlake_discrete_observations_are_one_hot():
 def test_evaluate_plays_the_requested_number_of_episodes():
     config = PPOConfig().environment("CartPole-v1").rollouts(num_envs_per_worker=4)
     w = worker(config)
-    returns, lengths = w.evaluate(w.policy.get_flat_weights(), None, 6)
+    returns, lengths, _ = w.evaluate(w.policy.get_flat_weights(), None, 6)
     assert len(returns) == 6 and (lengths > 0).all()
     np.testing.assert_array_equal(returns, lengths)  # CartPole pays 1 per step
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from volley.algorithm_configs.replay import ApexKeys, ReplayKeys
 from volley.config import ModelConfig, NetworkKind, option
 from volley.errors import ConfigError
+from volley.schedules import Schedulable
 
 if TYPE_CHECKING:
     from volley.algorithms.apex_dqn import ApexDQN
@@ -36,7 +37,7 @@ class DQNConfig(ReplayKeys):
 
     num_envs_per_worker: int = option(8, "rollouts", "environments each worker steps as one vector")
     gamma: float = option(0.98, "training", "discount factor")
-    lr: float = option(1e-3, "training", "Adam learning rate")
+    lr: Schedulable = option(1e-3, "training", "Adam learning rate, or [[timestep, lr], ...] (RLlib's schedule)")
     grad_clip: float | None = option(10.0, "training", "max global gradient norm (None: no clipping)")
     train_batch_size: int = option(
         256, "training", "environment steps sampled per iteration (divided over the environments)")

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from volley.config import AlgorithmConfig, ModelConfig, option
 from volley.errors import ConfigError
+from volley.schedules import Schedulable, check_schedulable
 
 if TYPE_CHECKING:
     from volley.algorithms.pg import PG
@@ -40,19 +41,25 @@ class PPOConfig(AlgorithmConfig):
     algo_name: ClassVar[str] = "ppo"
 
     gamma: float = option(0.98, "training", "discount factor")
-    lr: float = option(2e-3, "training", "learning rate")
+    lr: Schedulable = option(2e-3, "training", "learning rate, or [[timestep, lr], ...] (RLlib's schedule)")
     train_batch_size: int = option(2048, "training", "environment steps per training iteration")
     gae_lambda: float = option(0.9, "training", "GAE lambda: 1 is Monte Carlo, 0 is one-step TD")
     clip_param: float = option(0.2, "training", "PPO's ratio clip epsilon")
     vf_clip_param: float | None = option(
         None, "training", "clip value updates to this distance from the old values (None: off)")
     vf_loss_coeff: float = option(0.5, "training", "weight of the value loss")
-    entropy_coeff: float = option(0.0, "training", "weight of the entropy bonus")
+    entropy_coeff: Schedulable = option(
+        0.0, "training", "weight of the entropy bonus, or [[timestep, weight], ...] (RLlib's schedule)")
+    entropy_coeff_schedule: list[list[float]] | None = option(
+        None, "training", "RLlib's old spelling of an entropy_coeff schedule; overrides entropy_coeff when set")
     num_epochs: int = option(10, "training", "SGD passes over each batch (alias num_sgd_iter)")
     minibatch_size: int = option(512, "training", "rows per SGD step (alias sgd_minibatch_size)")
     kl_coeff: float = option(
         0.0, "training", "initial weight of the KL(old ‖ new) penalty in the loss, adapted after every "
         "iteration towards kl_target (RLlib's adaptive KL; 0: no penalty)")
+    use_kl_loss: bool = option(
+        True, "training", "add kl_coeff's KL penalty to the loss (RLlib's switch; False: no penalty, "
+        "whatever kl_coeff is)")
     kl_target: float = option(
         0.01, "training", "the sampled KL the penalty's weight steers towards: x1.5 above 2·kl_target, "
         "x0.5 below kl_target/2")
@@ -71,6 +78,9 @@ class PPOConfig(AlgorithmConfig):
                 raise ConfigError(f"config key '{key}' must be > 0, got {getattr(self, key)!r}")
         if self.kl_coeff < 0:
             raise ConfigError(f"config key 'kl_coeff' must be >= 0, got {self.kl_coeff!r}")
+        check_schedulable("entropy_coeff", self.entropy_coeff)
+        if self.entropy_coeff_schedule is not None:
+            check_schedulable("entropy_coeff_schedule", self.entropy_coeff_schedule)
         if not 0.0 <= self.gae_lambda <= 1.0:
             raise ConfigError(f"config key 'gae_lambda' must be in [0, 1], got {self.gae_lambda!r}")
         if self.minibatch_size > self.train_batch_size:
@@ -159,7 +169,7 @@ class PGConfig(AlgorithmConfig):
 
     algo_name: ClassVar[str] = "pg"
 
-    lr: float = option(1e-4, "training", "RMSProp learning rate")
+    lr: Schedulable = option(1e-4, "training", "RMSProp learning rate, or [[timestep, lr], ...] (RLlib's schedule)")
     decay_rate: float = option(0.99, "training", "RMSProp decay of the squared-gradient average")
     batch_episodes: int = option(10, "training", "whole episodes per update")
     mode: Literal["samples", "gradients"] = option(

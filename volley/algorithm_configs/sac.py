@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from volley.algorithm_configs.replay import ApexKeys, ReplayKeys
 from volley.config import ModelConfig, NetworkKind, RolloutPlan, option
 from volley.errors import ConfigError, shown
+from volley.schedules import Schedulable
 
 if TYPE_CHECKING:
     from volley.algorithms.sac import SAC, ApexSAC
@@ -76,8 +77,9 @@ class SACConfig(ReplayKeys):
         1.0, "reporting", "train() repeats its sampling rounds until this many seconds have passed")
 
     gamma: float = option(0.99, "training", "discount factor")
-    lr: float = option(3e-4, "training", "Adam learning rate of the actor, the critics and the temperature, "
-                       "unless actor_lr, critic_lr or alpha_lr set their own")
+    lr: Schedulable = option(
+        3e-4, "training", "Adam learning rate of the actor, the critics and the temperature, unless actor_lr, "
+        "critic_lr or alpha_lr set their own; or [[timestep, lr], ...] (RLlib's schedule)")
     actor_lr: float | None = option(None, "training", "the policy's learning rate (None: lr)")
     critic_lr: float | None = option(None, "training", "the Q-networks' learning rate (None: lr)")
     alpha_lr: float | None = option(
@@ -122,9 +124,10 @@ class SACConfig(ReplayKeys):
     def replay_batch_size(self) -> int:
         return self.train_batch_size
 
-    def learning_rates(self) -> tuple[float, float, float]:
-        """The actor's, the critics' and the temperature's learning rates."""
-        actor, critic, alpha = (self.lr if own is None else own for own in (self.actor_lr, self.critic_lr, self.alpha_lr))
+    def learning_rates(self, lr: float) -> tuple[float, float, float]:
+        """The actor's, the critics' and the temperature's learning rates, ``lr`` (``lr``'s value now)
+        for each whose own is unset."""
+        actor, critic, alpha = (lr if own is None else own for own in (self.actor_lr, self.critic_lr, self.alpha_lr))
         return actor, critic, alpha
 
     def updates_per_step(self, plan: RolloutPlan) -> float:
@@ -144,6 +147,14 @@ class SACConfig(ReplayKeys):
         return plan
 
     def validate(self) -> None:
+        # before the base's checks, which look a custom model up by name
+        for key in ("model", "q_model_config"):
+            for custom in ("custom_model", "custom_action_dist"):
+                if getattr(getattr(self, key), custom) is not None:
+                    raise ConfigError(f"{key}['{custom}']={getattr(getattr(self, key), custom)!r} is not supported "
+                                      "by SAC: its actor and critics are volley's MLPs (fcnet_hiddens, "
+                                      "fcnet_activation); custom models work with PPO, PG, TRPO, DQN, Ape-X DQN, "
+                                      "IMPALA and APPO")
         super().validate()
         if self.normalize_actions is not True:
             raise ConfigError("SAC takes normalize_actions=True, got False: its tanh-squashed policy acts in "

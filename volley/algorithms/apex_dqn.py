@@ -78,8 +78,6 @@ class ApexDQN(ApexLearner, DQN):
         return per_worker_epsilon(self.config, worker_index, self.workers.num_workers, self.steps_sampled)
 
     def begin_updates(self) -> None:
-        for group in self.optimizer.param_groups:
-            group["lr"] = self.current_lr()
         self.losses: list[torch.Tensor] = []
         self.q_means: list[torch.Tensor] = []
 
@@ -96,7 +94,8 @@ class ApexDQN(ApexLearner, DQN):
     def learner_statistics(self) -> dict[str, float]:
         return {"loss": float(torch.stack(self.losses).mean()) if self.losses else math.nan,
                 "q_mean": float(torch.stack(self.q_means).mean()) if self.q_means else math.nan,
-                "epsilon": self.worker_exploration(0), "lr": self.optimizer.param_groups[0]["lr"]}
+                "epsilon": self.worker_exploration(0),
+                "lr": self.schedule_lr(self.optimizer)}  # as RLlib's learner after its updates
 
     def learner_state(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
         return {f"target.{k}": v for k, v in self.target.state_dict().items()}, {}

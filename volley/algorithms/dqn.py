@@ -48,11 +48,13 @@ def q_targets(online: QNetwork, target: QNetwork, returns: torch.Tensor, next_ob
               discounts: torch.Tensor, double_q: bool) -> torch.Tensor:
     """``R + discount · Q̂(s', a*)`` ``[B]``: ``a* = argmax_a Q(s', a)`` of the online network with
     double Q-learning (van Hasselt et al., 2016), which keeps Q̂'s own overestimates out of
-    the choice; ``argmax_a Q̂(s', a)`` without."""
+    the choice; ``argmax_a Q̂(s', a)`` without. Under an action mask both are over the actions
+    ``s'`` allows (the others' Q-values are the dtype's minimum); a next state that allows none (a
+    finished game's) bootstraps nothing."""
     next_q = target.q_values(next_obs)
     chooser = online.q_values(next_obs) if double_q else next_q
-    best = chooser.argmax(-1, keepdim=True)
-    return returns + discounts * next_q.gather(-1, best).squeeze(-1)
+    best = next_q.gather(-1, chooser.argmax(-1, keepdim=True)).squeeze(-1)
+    return returns + discounts * torch.where(best > torch.finfo(best.dtype).min, best, 0.0)
 
 
 def q_and_targets(online: QNetwork, target: QNetwork, batch: dict[str, torch.Tensor],
@@ -83,7 +85,7 @@ class DQN(Algorithm):
     def setup_learner(self) -> None:
         """The target network and the optimizer (wherever the replay buffer lives)."""
         self.target = copy.deepcopy(self.policy).requires_grad_(False)
-        self.optimizer = Adam(self.policy.q_parameters(), lr=self.config.lr)
+        self.optimizer = Adam(self.policy.q_parameters(), lr=self.scheduled("lr"))
 
     def training_step(self) -> dict[str, float]:
         cfg = self.config
@@ -96,8 +98,6 @@ class DQN(Algorithm):
         losses, q_means = [], []
         if len(self.replay) >= cfg.learning_starts:
             self.updates_owed += cfg.train_intensity * len(batch)
-            for group in self.optimizer.param_groups:
-                group["lr"] = self.current_lr()
             for _ in range(int(self.updates_owed)):
                 minibatch = self.replay.sample(cfg.minibatch_size)
                 loss, q_mean, td_errors = self.update(minibatch)
@@ -106,6 +106,7 @@ class DQN(Algorithm):
                 losses.append(loss)
                 q_means.append(q_mean)
             self.updates_owed -= len(losses)
+            self.schedule_lr(self.optimizer)  # as RLlib's learner after its updates
 
         if steps_before // cfg.target_update_freq < steps_after // cfg.target_update_freq:
             self.update_target()

@@ -19,13 +19,13 @@ import torch
 from volley.algorithm import Algorithm
 from volley.algorithm_configs import PGConfig
 from volley.config import AlgorithmConfig
-from volley.models import ActorCritic
+from volley.models import ActorCriticPolicy
 from volley.optim import RMSprop
 from volley.rollout.advantages import returns_columns
 from volley.rollout.batch import Batch
 
 
-def gradient_pieces(policy: ActorCritic, batch: Batch, config: AlgorithmConfig
+def gradient_pieces(policy: ActorCriticPolicy, batch: Batch, config: AlgorithmConfig
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Worker-side, mode "gradients": ``g₁ = Σ G_t ∇log π_t``, ``g₀ = Σ ∇log π_t`` and the sums
     ``(N, ΣG, ΣG², ΣG·log π, Σlog π)``: all the learner needs for the standardised gradient."""
@@ -46,14 +46,14 @@ class PG(Algorithm):
 
     config_class = PGConfig
     config: PGConfig
-    policy: ActorCritic
+    policy: ActorCriticPolicy
     averages_gradients = True
 
     # worker-side: Monte-Carlo returns (torch-free, so a samples-mode worker never imports torch)
     postprocess = staticmethod(returns_columns)
 
     def setup(self) -> None:
-        self.optimizer = RMSprop(self.policy.policy_parameters(), lr=self.config.lr,
+        self.optimizer = RMSprop(self.policy.policy_parameters(), lr=self.scheduled("lr"),
                                  alpha=self.config.decay_rate)
 
     def training_step(self) -> dict[str, float]:
@@ -66,10 +66,8 @@ class PG(Algorithm):
         else:
             pieces = self.sample_and_apply(gradient_pieces, self.config.batch_episodes)
             loss = self.combine_gradients(pieces)
-        for group in self.optimizer.param_groups:
-            group["lr"] = self.current_lr()
         self.optimizer_step(self.optimizer, loss, self.config.grad_clip)
-        return {"policy_loss": loss, "lr": self.optimizer.param_groups[0]["lr"]}
+        return {"policy_loss": loss, "lr": self.schedule_lr(self.optimizer)}  # as RLlib's learner after an update
 
     def _standardizer(self, count: float, total: float, total_sq: float) -> tuple[float, float]:
         """Mean and scale of the returns over the whole batch (scale 1 when not standardising)."""

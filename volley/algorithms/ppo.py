@@ -3,7 +3,7 @@
 Per iteration: sample a batch from every worker with the current weights (workers
 compute GAE advantages on their own fragments), then run ``num_epochs`` passes of
 minibatch SGD on the clipped surrogate, the (optionally clipped) value loss and
-an entropy bonus (and, with ``kl_coeff`` > 0, RLlib's adaptive KL penalty: see
+an entropy bonus (and, with ``kl_coeff`` > 0 and ``use_kl_loss``, RLlib's adaptive KL penalty: see
 :func:`adapt_kl_coeff`); stop the epochs early when the approximate KL passes
 ``target_kl``; the next ``sample()`` ships the new weights.
 """
@@ -46,7 +46,8 @@ class PPO(Algorithm):
     postprocess = staticmethod(gae_columns)  # worker-side: GAE advantages and value targets
 
     def setup(self) -> None:
-        self.optimizer = Adam(self.policy.parameters(), lr=self.config.lr, eps=1e-5)
+        self.optimizer = Adam(self.policy.parameters(), lr=self.scheduled("lr"), eps=1e-5)
+        self.entropy_coeff = self.scheduled("entropy_coeff")
         self.kl_coeff = self.config.kl_coeff  # the adaptive KL penalty's current weight
 
     def concurrent_workers(self) -> int:
@@ -54,10 +55,11 @@ class PPO(Algorithm):
 
     def training_step(self) -> dict[str, float]:
         batch = self.sample_ahead() if self.config.sample_async else self.sample()
-        for group in self.optimizer.param_groups:
-            group["lr"] = self.current_lr()
         stats = self.update(batch)
-        if self.config.kl_coeff > 0:
+        # as RLlib's learner after an update: lr and the entropy weight at the steps sampled so far
+        stats["lr"] = self.schedule_lr(self.optimizer)
+        stats["entropy_coeff"] = self.entropy_coeff = self.scheduled("entropy_coeff")
+        if self.kl_penalty:
             # MPI allreduce replicas each measure KL on their own data: they adapt with the mean,
             # so every replica's loss keeps the same weight
             self.kl_coeff = adapt_kl_coeff(self.kl_coeff, self.replica_mean(stats["kl"]), self.config.kl_target)
@@ -86,8 +88,8 @@ class PPO(Algorithm):
                 vf_loss = self._value_loss(values, mb["values"], mb["value_targets"])
                 entropy = dist.entropy().mean()
                 kl = ((ratio - 1) - log_ratio).mean()
-                loss = policy_loss + cfg.vf_loss_coeff * vf_loss - cfg.entropy_coeff * entropy
-                if cfg.kl_coeff > 0:
+                loss = policy_loss + cfg.vf_loss_coeff * vf_loss - self.entropy_coeff * entropy
+                if self.kl_penalty:
                     loss = loss + self.kl_coeff * kl
 
                 self.optimizer.zero_grad()
@@ -103,9 +105,13 @@ class PPO(Algorithm):
         means = torch.stack(stats).mean(0).tolist()
         names = ("policy_loss", "vf_loss", "entropy", "kl", "clip_fraction")
         return {**dict(zip(names, means, strict=True)),
-                "num_epochs_done": epochs_done, "lr": self.optimizer.param_groups[0]["lr"],
-                "kl_coeff": self.kl_coeff,
+                "num_epochs_done": epochs_done, "kl_coeff": self.kl_coeff,
                 "explained_variance": explained_variance(batch["values"], batch["value_targets"])}
+
+    @property
+    def kl_penalty(self) -> bool:
+        """Whether the loss has the KL penalty: ``use_kl_loss`` and a weight to start from, as in RLlib."""
+        return self.config.use_kl_loss and self.config.kl_coeff > 0
 
     def _value_loss(self, values: torch.Tensor, old_values: torch.Tensor,
                     targets: torch.Tensor) -> torch.Tensor:
@@ -121,3 +127,4 @@ class PPO(Algorithm):
 
     def load_extra_state(self, tensors: dict[str, torch.Tensor], state: dict[str, Any]) -> None:
         self.kl_coeff = state.get("kl_coeff", self.config.kl_coeff)  # older checkpoints have none
+        self.entropy_coeff = self.scheduled("entropy_coeff")

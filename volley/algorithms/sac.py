@@ -119,10 +119,11 @@ class SAC(Algorithm):
         self.target_parameters: list[torch.Tensor] = list(self.target_critics.parameters())
         self.log_alpha = torch.tensor(math.log(cfg.initial_alpha), device=self.device, requires_grad=True)
         self.target_entropy = -float(action_dim) if cfg.target_entropy == "auto" else float(cfg.target_entropy)
-        actor_lr, critic_lr, alpha_lr = cfg.learning_rates()
+        actor_lr, critic_lr, alpha_lr = cfg.learning_rates(self.scheduled("lr"))
         self.actor_optimizer = Adam(self.policy.actor_parameters(), lr=actor_lr)
         self.critic_optimizer = Adam(self.critics.parameters(), lr=critic_lr)
         self.alpha_optimizer = Adam([self.log_alpha], lr=alpha_lr)
+        self.lr_scheduled = isinstance(cfg.lr, list) or cfg.lr_schedule is not None
         self.updates_per_step = cfg.updates_per_step(self.workers.plan)
         self.last_target_update = 0  # environment steps sampled at the last one (target_network_update_freq)
         self._stat_sums = torch.zeros(len(STATS) + 1)  # this iteration's sums, and its update count
@@ -152,15 +153,17 @@ class SAC(Algorithm):
         return {**self.learner_statistics(), "replay_size": len(self.replay)}
 
     def begin_updates(self) -> None:
-        """An iteration's statistics start afresh; with ``lr_schedule``, the scheduled rate for each
-        network whose own rate is unset."""
+        """An iteration's statistics start afresh."""
         self._stat_sums.zero_()
-        if self.config.lr_schedule is None:
-            return
-        own = (self.config.actor_lr, self.config.critic_lr, self.config.alpha_lr)
-        for optimizer, rate in zip(self.optimizers().values(), own, strict=True):
-            if rate is None:
-                optimizer.param_groups[0]["lr"] = self.current_lr()
+
+    def follow_lr_schedule(self) -> None:
+        """After an update, as RLlib's learners: each network whose own rate is unset takes ``lr``'s
+        schedule at the steps sampled so far (nothing to do when ``lr`` is a number)."""
+        if self.lr_scheduled:
+            own = (self.config.actor_lr, self.config.critic_lr, self.config.alpha_lr)
+            for optimizer, rate in zip(self.optimizers().values(), own, strict=True):
+                if rate is None:
+                    self.schedule_lr(optimizer)
 
     def follow_warmup(self) -> None:
         """Workers act uniformly at random until learning starts (``random_warmup``): the flag rides
@@ -193,11 +196,12 @@ class SAC(Algorithm):
 
     def after_update(self) -> None:
         """Polyak-average the targets after every gradient step, or every
-        ``target_network_update_freq`` environment steps sampled."""
+        ``target_network_update_freq`` environment steps sampled; follow ``lr``'s schedule."""
         freq = self.config.target_network_update_freq
         if freq == 0 or self.steps_sampled // freq > self.last_target_update // freq:
             self.update_target()
             self.last_target_update = self.steps_sampled
+        self.follow_lr_schedule()
 
     @torch.no_grad()
     def update_target(self) -> None:

@@ -23,7 +23,8 @@ import torch
 
 from volley.algorithm import Algorithm
 from volley.algorithm_configs import TRPOConfig
-from volley.models import ActorCritic, Distribution
+from volley.errors import ConfigError
+from volley.models import ActorCriticPolicy, Distribution
 from volley.optim import Adam, Optimizer
 from volley.rollout.advantages import explained_variance, gae_columns
 from volley.rollout.batch import Batch
@@ -40,11 +41,16 @@ class TRPO(Algorithm):
 
     config_class = TRPOConfig
     config: TRPOConfig
-    policy: ActorCritic
+    policy: ActorCriticPolicy
 
     postprocess = staticmethod(gae_columns)  # worker-side: GAE advantages and value targets
 
     def setup(self) -> None:
+        if not self.policy.value_parameters():
+            raise ConfigError(f"custom model {self.config.model.custom_model!r} has no value-function "
+                              "parameters of its own: TRPO's natural-gradient step moves every parameter "
+                              "the action distribution depends on and fits the value function apart, so "
+                              "give value_function() a branch or at least a head of its own")
         self.vf_optimizer = Adam(self.policy.value_parameters(), lr=self.config.vf_lr)
 
     def optimizers(self) -> dict[str, Optimizer]:
@@ -71,7 +77,7 @@ class TRPO(Algorithm):
         def surrogate_and_kl() -> tuple[torch.Tensor, torch.Tensor, Distribution]:
             dist = self.policy.distribution(obs)
             ratio = (dist.log_prob(actions) - old_logp).exp()
-            kl = old_dist.kl(dist)  # type: ignore[arg-type]  # one policy's: always the same kind
+            kl = old_dist.kl(dist)  # one policy's: always the same kind
             return (ratio * advantages).mean(), kl.mean(), dist
 
         # natural gradient: s = F⁻¹ g by conjugate gradient, F the KL's Hessian
@@ -81,7 +87,7 @@ class TRPO(Algorithm):
             return {"policy_loss": -surrogate.item(), "surrogate_improvement": 0.0, "kl": 0.0,
                     "entropy": math.nan, "line_search_fraction": 0.0}
         fvp = fisher_vector_product(
-            dist.inputs, lambda inputs: old_dist.kl(type(dist)(*inputs)).mean(),  # type: ignore[arg-type]
+            dist.inputs, lambda inputs: old_dist.kl(dist.with_inputs(*inputs)).mean(),
             params, cfg.cg_damping)
         direction = conjugate_gradient(fvp, gradient, cfg.cg_iters)
         # largest step along s with ½ sᵀF s = max_kl

@@ -15,13 +15,20 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from volley.config import AlgorithmConfig
-    from volley.engines.base import AsyncSpec, AsyncWorkerGroup, Replica, WorkerGroup
+    from volley.engines.base import (
+        AsyncSpec,
+        AsyncWorkerGroup,
+        Replica,
+        StreamingWorkerGroup,
+        StreamSpec,
+        WorkerGroup,
+    )
     from volley.envs import EnvCreator
     from volley.rollout.worker import Postprocess
 
 
 def __getattr__(name: str) -> Any:
-    if name not in ("AsyncSpec", "AsyncWorkerGroup", "Replica", "WorkerGroup"):
+    if name not in ("AsyncSpec", "AsyncWorkerGroup", "Replica", "StreamSpec", "StreamingWorkerGroup", "WorkerGroup"):
         raise AttributeError(f"module 'volley.engines' has no attribute {name!r}")
     return getattr(importlib.import_module("volley.engines.base"), name)
 
@@ -55,5 +62,19 @@ def make_async_worker_group(config: AlgorithmConfig, postprocess: Postprocess,
     return RayAsyncWorkerGroup(WorkerRecipe(config, config.plan(), postprocess, env_creator), spec)
 
 
-__all__ = ["AsyncSpec", "AsyncWorkerGroup", "Replica", "WorkerGroup", "make_async_worker_group",
-           "make_worker_group"]
+def make_streaming_group(config: AlgorithmConfig, postprocess: Postprocess, env_creator: EnvCreator | None,
+                         spec: StreamSpec) -> StreamingWorkerGroup:
+    """A stream of fragments (IMPALA, APPO): Ray actors and a feeder thread, or on the local engine
+    (and with ``num_workers=0``) the same workers called serially in this process."""
+    from volley.engines.base import WorkerRecipe
+
+    recipe = WorkerRecipe(config, config.plan(), postprocess, env_creator)
+    if recipe.plan.num_workers == 0 or config.engine == "local":
+        from volley.engines.local import LocalStreamingGroup
+        return LocalStreamingGroup(recipe, spec)
+    from volley.engines.streaming import RayStreamingGroup
+    return RayStreamingGroup(recipe, spec)
+
+
+__all__ = ["AsyncSpec", "AsyncWorkerGroup", "Replica", "StreamSpec", "StreamingWorkerGroup", "WorkerGroup",
+           "make_async_worker_group", "make_streaming_group", "make_worker_group"]

@@ -167,6 +167,57 @@ class ActorManager:
         self.actors = []
 
 
+class CallsInFlight:
+    """Calls kept going on every actor of a manager, up to ``depth`` each, whose results are taken as
+    they finish: any actor, any order (Ape-X's acting-worker runs, IMPALA's fragments).
+
+    A call whose actor died never comes back: the actor is replaced (under the manager's restart
+    policy), every call it had in flight is dropped and counted in ``num_dropped``, and its
+    replacement gets ``depth`` new calls.
+    """
+
+    def __init__(self, manager: ActorManager, depth: int) -> None:
+        self.manager, self.depth = manager, depth
+        self.calls: dict[ray.ObjectRef, tuple[int, Any]] = {}  # call -> (actor index, actor handle)
+        self.free = [depth] * len(manager.actors)  # calls each actor could have in flight but has not
+        self.num_dropped = 0
+
+    def top_up(self, start: Callable[[int], ray.ObjectRef], allowed: Callable[[], bool]) -> None:
+        """Start calls, ``start(index)`` each, until every actor has ``depth`` in flight, while ``allowed()``."""
+        for index in range(len(self.free)):
+            while self.free[index] > 0:
+                if not allowed():
+                    return
+                self.calls[start(index)] = (index, self.manager.actors[index])
+                self.free[index] -= 1
+
+    def ready(self, timeout: float) -> list[tuple[int, Any]]:
+        """``(actor index, result)`` of every call that has finished, waiting up to ``timeout`` seconds
+        for the first; an actor found dead is replaced and its calls dropped."""
+        if not self.calls:
+            return []
+        done, _ = ray.wait(list(self.calls), num_returns=1, timeout=timeout)
+        if done:
+            done, _ = ray.wait(list(self.calls), num_returns=len(self.calls), timeout=0)
+        results = []
+        for ref in done:
+            if ref not in self.calls:  # dropped with its dead actor a moment ago
+                continue
+            index, actor = self.calls.pop(ref)
+            try:
+                result = self.manager.get(index, ref)
+            except ray.exceptions.RayActorError as exc:
+                self.num_dropped += 1 + sum(1 for _, other in self.calls.values() if other is actor)
+                self.calls = {key: call for key, call in self.calls.items() if call[1] is not actor}
+                if actor is self.manager.actors[index]:  # not replaced already (by another call)
+                    self.manager.replace(index, exc)
+                self.free[index] = self.depth - sum(1 for i, _ in self.calls.values() if i == index)
+                continue
+            results.append((index, result))
+            self.free[index] += 1
+        return results
+
+
 class RestartCount:
     """A worker group's restart counter that lives in one of its managers (``num_restarts =
     RestartCount("manager")``): results read it, a restored checkpoint sets it."""

@@ -38,9 +38,15 @@ import gymnasium as gym
 import numpy as np
 import ray
 
-from volley.engines.actor_manager import ActorManager, ManagedWorkers, RestartCount, RestartPolicy
+from volley.engines.actor_manager import (
+    ActorManager,
+    CallsInFlight,
+    ManagedWorkers,
+    RestartCount,
+    RestartPolicy,
+)
 from volley.engines.base import ActorReport, AsyncSpec, AsyncWorkerGroup, WorkerRecipe
-from volley.engines.ray_engine import init_ray, placement, ship_by_value, shutdown_ray
+from volley.engines.ray_engine import init_ray, placement, ship_recipe, shutdown_ray
 from volley.replay import Prioritization, PrioritizedReplayBuffer, make_replay_buffer
 from volley.rollout.batch import Batch
 from volley.rollout.worker import SampleResult
@@ -139,7 +145,8 @@ class ActingWorker:
         self._push_done()  # the steps reported are in a shard (unless it died)
         return SampleResult(Batch(), np.concatenate([r.episode_returns for r in results]),
                             np.concatenate([r.episode_lengths for r in results]), None,
-                            sum(r.env_steps for r in results)), self.version
+                            sum(r.env_steps for r in results),
+                            episode_metrics=[m for r in results for m in r.episode_metrics]), self.version
 
     def _push(self, shards: list[Any], rows: Batch, priorities: np.ndarray | None) -> None:
         """One chunk to the next live shard; at most one push in flight, so a slow shard holds us back."""
@@ -171,12 +178,11 @@ class RayAsyncWorkerGroup(ManagedWorkers, AsyncWorkerGroup):
         self.config, self.plan, self.spec = config, recipe.plan, spec
         self.num_workers = recipe.plan.num_workers
         self.weight_version = 0
-        self.runs: dict[ray.ObjectRef, tuple[int, Any]] = {}  # queued run() -> (index, actor)
+        self.runs: CallsInFlight | None = None  # QUEUED_RUNS run() calls per acting worker, from start()
         self.prefetched: deque[tuple[int, Any, ray.ObjectRef]] = deque()  # (shard, actor, sample())
-        self.idle: list[int] = []  # run() calls each worker could have queued but has not
         try:
             strategy = placement(config, self.num_workers)
-            ship_by_value(recipe.env_creator)
+            ship_recipe(recipe)
             policy = RestartPolicy.of(config)
             # The server and shards only answer calls: they reserve no CPU, so every CPU can act.
             self.parameter_server: Any = ray.remote(num_cpus=0)(ParameterServer).remote()
@@ -200,39 +206,18 @@ class RayAsyncWorkerGroup(ManagedWorkers, AsyncWorkerGroup):
               may_sample: Callable[[], bool]) -> None:
         self.publish(weights)
         self.exploration_of, self.may_sample = exploration_of, may_sample
-        self.idle = [QUEUED_RUNS] * self.num_workers
-        self._queue_runs()
+        self.runs = CallsInFlight(self.manager, QUEUED_RUNS)
+        self.runs.top_up(self._run, self.may_sample)
 
-    def _queue_runs(self) -> None:
-        """Give idle workers more steps, while the learner lets them."""
-        for index, idle in enumerate(self.idle):
-            for _ in range(idle):
-                if not self.may_sample():
-                    return
-                ref = self.manager.call(index, "run", self.exploration_of(index), self.replay_shards.actors)
-                self.runs[ref] = (index, self.manager.actors[index])
-                self.idle[index] -= 1
+    def _run(self, index: int) -> ray.ObjectRef:
+        """Give worker ``index`` more steps to take (into the current replay shards)."""
+        return self.manager.call(index, "run", self.exploration_of(index), self.replay_shards.actors)
 
     def poll(self, timeout: float) -> list[ActorReport]:
-        self._queue_runs()
-        if not self.runs:
+        if self.runs is None:
             return []
-        ready, _ = ray.wait(list(self.runs), num_returns=1, timeout=timeout)
-        if ready:
-            ready, _ = ray.wait(list(self.runs), num_returns=len(self.runs), timeout=0)
-        reports = []
-        for ref in ready:
-            index, actor = self.runs.pop(ref)
-            try:
-                result, version = self.manager.get(index, ref)
-            except ray.exceptions.RayActorError as exc:
-                if actor is self.manager.actors[index]:  # its other queued run fails too: replace once
-                    self.manager.replace(index, exc)
-                    self.idle[index] = QUEUED_RUNS
-                continue
-            reports.append(ActorReport(index, result, version))
-            self.idle[index] += 1
-        return reports
+        self.runs.top_up(self._run, self.may_sample)  # idle workers get more steps, while the learner lets them
+        return [ActorReport(index, result, version) for index, (result, version) in self.runs.ready(timeout)]
 
     # -- parameter server and replay shards --------------------------------------------------
 
@@ -293,7 +278,7 @@ class RayAsyncWorkerGroup(ManagedWorkers, AsyncWorkerGroup):
                 manager.stop()
         if hasattr(self, "parameter_server"):
             ray.kill(self.parameter_server)
-        self.runs = {}
+        self.runs = None
         self.prefetched.clear()
         if self.started_ray:
             shutdown_ray()

@@ -1,5 +1,6 @@
-"""The interfaces every engine implements: a group of rollout workers called all at once, and
-the asynchronous one (acting workers, replay shards, a parameter server) Ray implements.
+"""The interfaces every engine implements: a group of rollout workers called all at once; the
+asynchronous one (acting workers, replay shards, a parameter server) Ray implements; and a stream
+of fragments (IMPALA, APPO), which the local and Ray engines implement.
 
 Engines sit below the algorithms and never import one. What they need from an algorithm
 comes in as values: the worker-side ``postprocess``, an :class:`AsyncSpec` of numbers and
@@ -16,10 +17,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 import gymnasium as gym
 import numpy as np
 
+from volley.callbacks import DefaultCallbacks, callbacks_class_of
 from volley.config import AlgorithmConfig, RolloutPlan
 from volley.envs import EnvCreator
+from volley.named import CUSTOM_ACTION_DISTS, CUSTOM_MODELS
 from volley.replay import Prioritization
 from volley.rollout.batch import Batch
+from volley.rollout.filters import FilterStats
+from volley.rollout.fragments import TrainBatch
 from volley.rollout.worker import Postprocess, RolloutWorker, SampleResult
 
 if TYPE_CHECKING:  # a Ray worker unpickles this module's recipe: it imports torch only if it uses it
@@ -39,18 +44,37 @@ class Replica(Protocol):
 
 @dataclass(frozen=True)
 class WorkerRecipe:
-    """How each rollout worker of a group is built, with the sizes the driver resolved."""
+    """How each rollout worker of a group is built, with the sizes the driver resolved.
+
+    The callbacks class travels with it as the environment creator does: the class itself,
+    found where the recipe is made (a Ray worker's process has not seen the name registered)."""
 
     config: AlgorithmConfig
     plan: RolloutPlan
     postprocess: Postprocess
     env_creator: EnvCreator | None
     seed_offset: int = 0  # added to every environment index (evaluation workers have their own)
+    callbacks_class: type[DefaultCallbacks] | None = None  # default: the class the config names
+    # the class of config.model.custom_model, found where the recipe is made (the driver, every MPI
+    # rank): it travels to Ray workers with the recipe, as the environment creator does
+    model_class: type | None = None
+    action_dist_class: type | None = None  # that of config.model.custom_action_dist, likewise
+
+    def __post_init__(self) -> None:
+        if self.callbacks_class is None:
+            object.__setattr__(self, "callbacks_class", callbacks_class_of(self.config.callbacks_class))
+        model = self.config.model
+        for attribute, registry, name in (("model_class", CUSTOM_MODELS, model.custom_model),
+                                          ("action_dist_class", CUSTOM_ACTION_DISTS, model.custom_action_dist)):
+            if getattr(self, attribute) is None and name is not None:
+                object.__setattr__(self, attribute, registry.find(name))
 
     def build(self, index: int, slot: int | None = None) -> RolloutWorker:
         """Worker ``index``; ``slot`` (default ``index``) picks its environments' seeds."""
         return RolloutWorker(self.config, index, self.postprocess, self.env_creator,
-                             seed_offset=self.seed_offset, plan=self.plan, slot=slot)
+                             seed_offset=self.seed_offset, plan=self.plan, slot=slot,
+                             model_class=self.model_class, callbacks_class=self.callbacks_class,
+                             action_dist_class=self.action_dist_class)
 
 
 class WorkerGroup(ABC):
@@ -188,3 +212,42 @@ class AsyncWorkerGroup(WorkerGroup):
     def load_replay_state(self, shards: list[dict[str, np.ndarray]]) -> None:
         """Refill the shards from :meth:`replay_state` output (saved shard ``k`` goes to shard
         ``k mod num_replay_shards``)."""
+
+
+@dataclass(frozen=True)
+class StreamSpec:
+    """What a streaming algorithm (IMPALA, APPO) asks of the engine: how many fragments each worker
+    is asked for ahead, and how the learner's train batches are made of them."""
+
+    max_requests_in_flight: int  # fragments requested ahead of each worker
+    train_batch_size: int  # environment steps of a train batch, at least
+    learner_queue_size: int  # train batches ready ahead of the learner
+    replay_proportion: float  # replayed fragments per new one
+    replay_slots: int  # new fragments kept for replay
+
+
+class StreamingWorkerGroup(WorkerGroup):
+    """Workers that sample fragments without waiting for the learner, and the learner's side of them:
+    train batches of whatever fragments arrived (any worker, any order), new weights sent to the
+    workers when the learner says so (design: the fourth way of sharing work).
+
+    The local engine runs it serially (the reference); the Ray engine keeps
+    ``max_requests_in_flight`` fragments requested from every worker and builds the train batches
+    in a thread of its own while the learner updates.
+    """
+
+    num_dropped_fragments: int  # fragments lost with workers that died while sampling them
+
+    @abstractmethod
+    def start(self, weights: np.ndarray, filters: FilterStats | None, version: int) -> None:
+        """Set the workers going with the learner's weights and filter statistics (``version``: its
+        updates so far)."""
+
+    @abstractmethod
+    def publish(self, weights: np.ndarray, filters: FilterStats | None, version: int) -> None:
+        """Each worker acts with these weights and filter statistics from the next fragment it is
+        asked for."""
+
+    @abstractmethod
+    def next_batch(self) -> TrainBatch:
+        """The next train batch, waiting for one only if none is ready."""

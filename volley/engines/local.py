@@ -1,16 +1,35 @@
 """The local engine: workers are ordinary objects in this process, called one after another.
 
-It is the reference the other engines are tested against (same seed, same batches).
+It is the reference the other engines are tested against (same seed, same batches). It runs a
+stream of fragments (IMPALA, APPO) serially too: the learner asks its workers for fragments in
+turn, each with the weights last published, until a train batch is full.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 import torch
 
-from volley.engines.base import WorkerGroup, WorkerRecipe
+from volley.engines.base import StreamingWorkerGroup, StreamSpec, WorkerGroup, WorkerRecipe
+from volley.rollout.filters import FilterStats
+from volley.rollout.fragments import BatchBuilder, FragmentWorker, Published, TrainBatch
+
+
+@contextmanager
+def one_torch_thread() -> Iterator[None]:
+    """Workers run torch with one thread, as Ray's actors do: a batched forward pass per step is
+    too small to share, and a second thread made Pong sampling 2-10x slower."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 class LocalWorkerGroup(WorkerGroup):
@@ -22,14 +41,8 @@ class LocalWorkerGroup(WorkerGroup):
         self.num_workers = len(self.workers)
 
     def call(self, method: str, *args: Any) -> list[Any]:
-        # Workers run torch with one thread, as Ray's actors do: a batched forward pass per
-        # step is too small to share, and a second thread made Pong sampling 2-10x slower.
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
+        with one_torch_thread():
             return [getattr(worker, method)(*args) for worker in self.workers]
-        finally:
-            torch.set_num_threads(threads)
 
     def spaces(self) -> tuple[gym.Space, gym.Space]:
         return self.workers[0].spaces()
@@ -38,3 +51,34 @@ class LocalWorkerGroup(WorkerGroup):
         for worker in self.workers:
             worker.env.close()
         self.workers = []
+
+
+class LocalStreamingGroup(LocalWorkerGroup, StreamingWorkerGroup):
+    """The stream of fragments, serially: worker after worker, each sampling with the weights last
+    published, until a train batch is full. Nothing is ever in flight, so nothing is dropped."""
+
+    num_dropped_fragments = 0
+
+    def __init__(self, recipe: WorkerRecipe, spec: StreamSpec) -> None:
+        super().__init__(recipe)
+        self.streams = [FragmentWorker(worker) for worker in self.workers]
+        self.builder = BatchBuilder(spec.train_batch_size, spec.replay_proportion, spec.replay_slots,
+                                    np.random.default_rng([recipe.config.seed, 1]))
+        self.next_worker = 0
+        self.published: Published | None = None
+        self.version = 0
+
+    def start(self, weights: np.ndarray, filters: FilterStats | None, version: int) -> None:
+        self.publish(weights, filters, version)
+
+    def publish(self, weights: np.ndarray, filters: FilterStats | None, version: int) -> None:
+        self.published, self.version = (weights, filters), version
+
+    def next_batch(self) -> TrainBatch:
+        with one_torch_thread():
+            while not self.builder.ready():
+                stream = self.streams[self.next_worker]
+                self.next_worker = (self.next_worker + 1) % len(self.streams)
+                news = stream.version != self.version or stream.weights is None
+                self.builder.add(stream.fragment(self.published if news else None, self.version))
+        return self.builder.take()

@@ -323,11 +323,13 @@ class AllreduceGroup(MPIWorkerGroup):
         from mpi4py import MPI
 
         everyone = self.comm.allgather((result.episode_returns, result.episode_lengths,
-                                        result.filter_delta, result.env_steps, result.env_errors))
+                                        result.filter_delta, result.env_steps, result.env_errors,
+                                        result.episode_metrics))
         result.episode_returns = np.concatenate([e[0] for e in everyone])
         result.episode_lengths = np.concatenate([e[1] for e in everyone])
         result.env_steps = sum(e[3] for e in everyone)
         result.env_errors = sum(e[4] for e in everyone)
+        result.episode_metrics = [record for e in everyone for record in e[5]]
         if result.filter_delta is not None:
             merged = FilterStats(*(None if stats is None else RunningStats(stats.shape)
                                    for stats in (result.filter_delta.obs, result.filter_delta.reward)))

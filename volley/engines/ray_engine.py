@@ -33,24 +33,57 @@ from volley.config import AlgorithmConfig
 from volley.engines import ray_boot, ray_reaper
 from volley.engines.actor_manager import ActorManager, ManagedWorkers, RestartPolicy
 from volley.engines.base import WorkerGroup, WorkerRecipe
-from volley.envs import EnvCreator
 from volley.errors import ConfigError
 
 
-def ship_by_value(env_creator: EnvCreator | None) -> None:
-    """Send a registered creator's module to the workers by value unless it is installed.
+def ship_by_value(user_object: Any) -> None:
+    """Send the module of a user's object (an environment creator, a model or callbacks class) to
+    the workers by value unless it is installed.
 
-    A creator defined in a script, a test file or a notebook helper module is not
-    importable by Ray's worker processes; pickling its module by value makes
-    ``register_env`` work there without any setup.
+    An object defined in a script, a test file or a notebook helper module is not importable by
+    Ray's worker processes; pickling its module by value makes ``register_env`` and
+    ``ModelCatalog.register_custom_model`` work there without any setup.
     """
-    module = sys.modules.get(getattr(env_creator, "__module__", "") or "")
+    module = sys.modules.get(getattr(user_object, "__module__", "") or "")
     path = getattr(module, "__file__", None)
     if module is None or path is None or module.__name__ == "__main__":
         return
     installed = any(part in Path(path).parts for part in ("site-packages", "dist-packages"))
     if not installed and not module.__name__.startswith("volley"):
         ray.cloudpickle.register_pickle_by_value(module)
+
+
+def ship_recipe(recipe: WorkerRecipe) -> None:
+    """Make the user's code a recipe holds (environment creator, custom model and action distribution
+    classes, callbacks classes) reach Ray's workers; a ConfigError naming it if it cannot be pickled (a lock or an open
+    file among a class's attributes), before any actor starts."""
+    for what, user_object in (("environment creator", recipe.env_creator), ("custom model", recipe.model_class),
+                              ("custom action dist", recipe.action_dist_class)):
+        if user_object is None:
+            continue
+        ship_by_value(user_object)
+        try:
+            ray.cloudpickle.dumps(user_object)
+        except Exception as exc:
+            name = getattr(user_object, "__qualname__", repr(user_object))
+            raise ConfigError(f"{what} {name} cannot be pickled for the Ray workers: {type(exc).__name__}: "
+                              f"{exc}; define it at module level without unpicklable attributes, or use "
+                              "engine='local'") from None
+    callbacks = recipe.callbacks_class
+    if callbacks is None:
+        return
+    classes = [callbacks]
+    while classes:
+        cls = classes.pop()
+        ship_by_value(cls)
+        classes += vars(cls).get("callback_classes", [])
+    try:
+        ray.cloudpickle.dumps(callbacks)
+    except Exception as exc:
+        raise ConfigError(f"callbacks class '{callbacks.__module__}:{callbacks.__qualname__}' cannot be sent "
+                          f"to the Ray workers: pickling it failed with {type(exc).__name__}: {exc}; make "
+                          "what cannot be pickled (a lock, an open file, a client) in __init__, not in the "
+                          "class or the module it reads") from None
 
 
 PROBE_TIMEOUT_S = 5.0
@@ -127,6 +160,28 @@ def shutdown_ray() -> None:
     ray_boot.release_taken()
 
 
+def as_trial(config: AlgorithmConfig) -> AlgorithmConfig:
+    """``config`` as a Ray Tune trial runs it: ``num_workers="auto"`` is 0 (every CPU per trial
+    would leave room for one trial), the learner's threads are ``num_cpus_for_driver`` or 1 (the
+    CPUs its bundle holds, not every core of a node other trials share); no MPI."""
+    if config.engine == "mpi":
+        raise ConfigError("engine='mpi' cannot run inside a Tune trial; use 'ray' or 'local'")
+    return config.copy(copy_frozen=False).update(
+        num_workers=0 if config.num_workers == "auto" else config.num_workers,
+        num_cpus_for_driver=config.num_cpus_for_driver or 1)
+
+
+def trial_resources(config: AlgorithmConfig) -> Any:
+    """What a Tune trial of ``config`` (as :func:`as_trial` made it) reserves, as Tune's
+    ``PlacementGroupFactory``: one bundle for the trial (its learner's CPUs), one per Ray
+    rollout worker; the trial's workers are then placed inside it (:func:`placement`)."""
+    from ray.tune import PlacementGroupFactory
+
+    remote = config.plan().num_workers if config.engine == "ray" else 0
+    return PlacementGroupFactory([{"CPU": float(config.num_cpus_for_driver or 1)}]
+                                 + [{"CPU": config.num_cpus_per_worker}] * remote)
+
+
 def placement(config: AlgorithmConfig, num_workers: int, reserved_cpus: float = 0.0) -> Any:
     """The scheduling strategy for ``num_workers`` worker actors; a ConfigError if they do not fit
     beside the ``reserved_cpus`` that this run's other actors hold.
@@ -164,7 +219,7 @@ class RayWorkerGroup(ManagedWorkers, WorkerGroup):
         self.num_workers = recipe.plan.num_workers
         try:
             strategy = placement(config, self.num_workers, reserved_cpus)
-            ship_by_value(recipe.env_creator)
+            ship_recipe(recipe)
             self.manager = ActorManager("rollout worker", lambda index, slot: (recipe.build, (index, slot)),
                                         self.num_workers, RestartPolicy.of(config),
                                         config.num_cpus_per_worker, strategy)

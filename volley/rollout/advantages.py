@@ -1,6 +1,7 @@
-"""Discounted returns and generalized advantage estimation (Schulman et al., 2016).
+"""Discounted returns, generalized advantage estimation (Schulman et al., 2016) and V-trace
+(Espeholt et al., 2018).
 
-Both work on arrays whose first axis is time (``[T]`` or ``[T, N]``). Each step
+All work on arrays whose first axis is time (``[T]`` or ``[T, N]``). Each step
 ``t`` carries ``next_values[t]``, the value of the state that follows it: the next
 step's value inside an episode, the value of the final observation at a time-limit
 truncation or at the end of a fragment, and 0 after a true terminal. ``cuts[t]``
@@ -55,6 +56,35 @@ def gae(rewards: np.ndarray, values: np.ndarray, next_values: np.ndarray, cuts: 
     return backward_sum(deltas, np.where(cuts, 0.0, gamma * lam))
 
 
+def vtrace(log_rhos: np.ndarray, rewards: np.ndarray, values: np.ndarray, next_values: np.ndarray,
+           cuts: np.ndarray, gamma: float, clip_rho: float = 1.0, clip_c: float = 1.0,
+           clip_pg_rho: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """V-trace targets ``v_s`` and policy-gradient advantages for data sampled by a behaviour policy μ
+    and learned by a target policy π (IMPALA, equations 1 and 2).
+
+    ``log_rhos[t] = log π(a_t|x_t) - log μ(a_t|x_t)``; ``values[t] = V(x_t)`` and ``next_values[t]``
+    the value of the state step ``t`` led to (``values[t+1]`` inside a sequence, the bootstrap
+    value at a cut, 0 after a terminal). With the truncated importance weights
+    ``ρ_t = min(clip_rho, π/μ)`` and ``c_t = min(clip_c, π/μ)`` (ρ̄ and c̄):
+
+    - ``v_s = V(x_s) + Σ_{t≥s} γ^{t-s} (Π_{i=s}^{t-1} c_i) ρ_t δ_t``, with
+      ``δ_t = r_t + γ V(x_{t+1}) - V(x_t)``, the sum ending at the next cut; computed backwards as
+      ``v_s - V(x_s) = ρ_s δ_s + γ c_s (v_{s+1} - V(x_{s+1}))``;
+    - the advantage of equation 2, ``min(clip_pg_rho, π/μ) (r_s + γ v_{s+1} - V(x_s))``, where
+      ``v_{s+1}`` is ``next_values[s]`` at a cut.
+
+    With on-policy data (all ``log_rhos`` 0) and thresholds ≥ 1, ``v_s`` is the n-step return to
+    the next cut (:func:`discounted_returns`).
+    """
+    ratios = np.exp(log_rhos)
+    rhos, cs = np.minimum(clip_rho, ratios), np.minimum(clip_c, ratios)
+    deltas = rhos * (rewards + gamma * next_values - values)
+    vs = values + backward_sum(deltas, np.where(cuts, 0.0, gamma * cs))
+    vs_next = np.where(cuts, next_values, np.concatenate([vs[1:], vs[-1:]]))
+    advantages = np.minimum(clip_pg_rho, ratios) * (rewards + gamma * vs_next - values)
+    return vs.astype(np.float32), advantages.astype(np.float32)
+
+
 class GAEConfig(Protocol):
     """What :func:`gae_columns` reads from an algorithm's config."""
 
@@ -74,6 +104,65 @@ def gae_columns(columns: dict[str, np.ndarray], config: AlgorithmConfig) -> dict
     return {"obs": columns["obs"], "actions": columns["actions"], "logp": columns["logp"],
             "values": columns["values"], "advantages": advantages,
             "value_targets": advantages + columns["values"], "valid": columns["valid"]}
+
+
+class VTraceConfig(Protocol):
+    """What :func:`vtrace_targets` reads from an algorithm's config."""
+
+    gamma: float
+    vtrace: bool
+    vtrace_clip_rho_threshold: float
+    vtrace_clip_pg_rho_threshold: float
+
+
+def vtrace_columns(columns: dict[str, np.ndarray], config: AlgorithmConfig) -> dict[str, np.ndarray]:
+    """A worker fragment as a V-trace learner reads it: the worker-side ``postprocess`` of IMPALA
+    and APPO.
+
+    V-trace bootstraps from the *learner's* value function, so a worker cannot compute targets;
+    it ships, besides each step, the observation of every state whose value the learner needs
+    and that is not the next step's: the one after the fragment, and the final observation of an
+    episode truncated inside it. These are *bootstrap rows* (``bootstrap`` True; their other
+    columns mean nothing). The second kind is there already: NEXT_STEP autoreset's reset step
+    after an episode end (an invalid row) acts on the final observation, and is kept. So in each
+    environment's rows, flattened in time order, the row after a step is the state it led to,
+    unless the step was terminal (see :func:`vtrace_targets`).
+
+    Returns ``obs``, ``actions``, ``logp`` (the behaviour policy's), ``rewards``, ``terminated``,
+    ``bootstrap`` and ``valid`` (the rows kept), time-major ``[T + 1, N]``.
+    """
+    valid, terminated = columns["valid"], columns["terminated"]
+    after = np.zeros_like(valid[:1])  # [1, N]: nothing is valid after the fragment
+
+    def extended(column: np.ndarray) -> np.ndarray:
+        return np.concatenate([column, np.zeros_like(column[:1])])
+
+    bootstrap = np.concatenate([after, valid & ~terminated & ~np.concatenate([valid[1:], after])])
+    return {"obs": np.concatenate([columns["obs"], columns["next_obs"][-1:]]),
+            "actions": extended(columns["actions"]), "logp": extended(columns["logp"]),
+            "rewards": extended(columns["rewards"]), "terminated": extended(terminated),
+            "bootstrap": bootstrap, "valid": extended(valid) | bootstrap}
+
+
+def vtrace_targets(log_rhos: np.ndarray, rewards: np.ndarray, values: np.ndarray, terminated: np.ndarray,
+                   bootstrap: np.ndarray, config: AlgorithmConfig) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`vtrace` over a learner's batch ``[B]`` of :func:`vtrace_columns` rows (fragments flattened
+    environment by environment, any number of them end to end), ``values`` and ``log_rhos`` by the
+    learner's networks; returns the targets and advantages of the rows that are not bootstrap rows.
+
+    A step's next state is the next row's, 0 after a terminal; a sequence is cut where the next
+    row is a bootstrap row or the step was terminal. With ``vtrace=False`` the importance weights
+    are taken as 1 (no off-policy correction: n-step returns, as in A3C).
+    """
+    cfg = cast(VTraceConfig, config)
+    next_values = np.where(terminated, 0.0, np.concatenate([values[1:], values[:1]]))
+    cuts = terminated | np.concatenate([bootstrap[1:], [True]])
+    steps = ~bootstrap
+    if not cfg.vtrace:
+        return vtrace(np.zeros(int(steps.sum()), np.float32), rewards[steps], values[steps], next_values[steps],
+                      cuts[steps], cfg.gamma)
+    return vtrace(log_rhos[steps], rewards[steps], values[steps], next_values[steps], cuts[steps], cfg.gamma,
+                  cfg.vtrace_clip_rho_threshold, 1.0, cfg.vtrace_clip_pg_rho_threshold)
 
 
 class ReturnsConfig(Protocol):

@@ -14,6 +14,11 @@ class Batch(dict[str, np.ndarray]):
     def __len__(self) -> int:  # rows, not columns
         return len(next(iter(self.values()))) if dict.__len__(self) else 0
 
+    @property
+    def count(self) -> int:
+        """Rows, as RLlib's ``SampleBatch.count`` (callbacks read it)."""
+        return len(self)
+
     @staticmethod
     def concat(batches: list[Batch]) -> Batch:
         """Stack batches with the same columns end to end."""

@@ -101,16 +101,21 @@ class MeanStdFilter:
     statistics and a copy taken at the sync, so each step updates one set of statistics.
     """
 
-    def __init__(self, shape: tuple[int, ...], clip: float = 10.0) -> None:
+    def __init__(self, shape: tuple[int, ...], clip: float = 10.0, unfiltered: slice | None = None) -> None:
+        """``unfiltered``: columns passed through as they are (an action mask's 0s and 1s)."""
         self.clip = clip
         self.stats = RunningStats(shape)
         self.synced = RunningStats(shape)  # the statistics at the last set_stats or pop_delta
+        self.unfiltered = unfiltered
 
     def __call__(self, obs: np.ndarray, update: bool = True) -> np.ndarray:
         centred = self.stats.push(obs) if update else obs - self.stats.mean
         normed = centred / (self.stats.std + 1e-8)
         # minimum and maximum: np.clip's result in two thirds of its time, on every step
-        return np.minimum(np.maximum(normed, -self.clip, out=normed), self.clip, out=normed).astype(np.float32)
+        out = np.minimum(np.maximum(normed, -self.clip, out=normed), self.clip, out=normed).astype(np.float32)
+        if self.unfiltered is not None:
+            out[:, self.unfiltered] = obs[:, self.unfiltered]
+        return out
 
     def pop_delta(self) -> RunningStats:
         """The statistics gathered since the last call, handed to the driver to merge."""
@@ -135,9 +140,9 @@ class NoFilter:
         return None
 
 
-def make_filter(name: str, shape: tuple[int, ...]) -> MeanStdFilter | NoFilter:
-    """The filter named by ``config.observation_filter``."""
-    return MeanStdFilter(shape) if name == "MeanStdFilter" else NoFilter()
+def make_filter(name: str, shape: tuple[int, ...], unfiltered: slice | None = None) -> MeanStdFilter | NoFilter:
+    """The filter named by ``config.observation_filter`` (``unfiltered``: columns it leaves as they are)."""
+    return MeanStdFilter(shape, unfiltered=unfiltered) if name == "MeanStdFilter" else NoFilter()
 
 
 class RewardNormalizer:

@@ -25,13 +25,14 @@ EnvError naming the environment id, the worker, the env index and the cause.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
 
-from volley.acting import Acting, NumpyActor, ObsPreprocessor
+from volley.acting import Acting, NumpyActor, ObsPreprocessor, State, find_action_mask
+from volley.callbacks import EPISODE_HOOKS, DefaultCallbacks, EpisodeRecord, Hooks
 from volley.config import AlgorithmConfig, RolloutPlan
 from volley.envs import (
     ERROR_INFO,
@@ -44,8 +45,11 @@ from volley.envs import (
     reset_seeded,
 )
 from volley.errors import EnvError, VolleyError
+from volley.named import CUSTOM_ACTION_DISTS, CUSTOM_MODELS
 from volley.rollout.batch import Batch
+from volley.rollout.episodes import EpisodeTracker, sub_environments_created
 from volley.rollout.filters import FilterStats, RewardNormalizer, make_filter
+from volley.spaces import action_layout
 
 if TYPE_CHECKING:
     from volley.models import Policy
@@ -65,8 +69,10 @@ class SampleResult:
     episode_returns: np.ndarray  # [episodes completed during this sample]
     episode_lengths: np.ndarray
     filter_delta: FilterStats | None  # observation and reward statistics gathered since the last sync
-    env_steps: int  # valid steps taken (the batch's rows, before any were dropped)
+    env_steps: int  # valid steps taken (the batch's rows, unless the postprocess added some)
     env_errors: int = 0  # environments that failed and were recreated during this sample
+    # each completed episode's (custom_metrics, hist_data), where the callbacks use episode hooks
+    episode_metrics: list[EpisodeRecord] = field(default_factory=list)
 
 
 class EnvStreams:
@@ -76,25 +82,30 @@ class EnvStreams:
     time: a block holds exactly the values as many single draws would have returned (numpy
     fills an array value by value from the same stream), so acting stays a function of the
     seed, and a step costs one indexing instead of a Python loop over the environments
-    (4 µs for 16 of them). A policy makes one kind of draw (Gumbel noise for discrete actions,
-    normals for continuous ones), of one width; a draw of another kind starts a new block.
+    (4 µs for 16 of them). Each kind of draw (Gumbel noise for categorical actions, normals for
+    Gaussian ones, of one width) has its own block, so a composite action space that draws both
+    every step refills each only once in ``BLOCK`` steps.
+
+    A custom action distribution draws in torch instead: ``torch_state`` is the state of the one
+    torch generator the worker's environments share for it, seeded from (seed, the first env
+    index) and carried from draw to draw (:func:`volley.distributions.worker_generator`).
     """
 
     BLOCK = 256
 
     def __init__(self, seed: int, env_indices: list[int]) -> None:
         self.generators = [np.random.default_rng([seed, i]) for i in env_indices]
-        self._kind = ("", 0)  # the block's kind of draw and width
-        self._block = np.empty((len(self.generators), 0))  # [N, BLOCK, width]
-        self._next = 0  # the block's next unused step
+        self._blocks: dict[tuple[str, int], list] = {}  # kind and width -> [block [N, BLOCK, width], next step]
+        self.torch_seed = int(np.random.SeedSequence([seed, env_indices[0], 1]).generate_state(1)[0])
+        self.torch_state: Any = None
 
     def _draw(self, kind: tuple[str, int], fill: Callable[[np.random.Generator], np.ndarray]) -> np.ndarray:
-        """One step's draws ``[N, width]``; a new block when this one is used up or holds
-        draws of another kind."""
-        if self._next == self._block.shape[1] or self._kind != kind:
-            self._block, self._next, self._kind = np.stack([fill(g) for g in self.generators]), 0, kind
-        self._next += 1
-        return self._block[:, self._next - 1]
+        """One step's draws ``[N, width]``; a new block of this kind when its last one is used up."""
+        block = self._blocks.get(kind)
+        if block is None or block[1] == self.BLOCK:
+            block = self._blocks[kind] = [np.stack([fill(g) for g in self.generators]), 0]
+        block[1] += 1
+        return block[0][:, block[1] - 1]
 
     def gumbel(self, n: int) -> np.ndarray:
         return self._draw(("gumbel", n), lambda g: g.gumbel(size=(self.BLOCK, n)))
@@ -104,19 +115,37 @@ class EnvStreams:
         return self._draw(("normal", dim), lambda g: g.standard_normal((self.BLOCK, dim)).astype(np.float32))
 
 
+def bootstrap_ends(ends: np.ndarray, bootstrap: np.ndarray) -> np.ndarray:
+    """Episode ends ``[T, N]`` moved onto V-trace's ``[T + 1, N]`` rows (``vtrace_columns``): a
+    bootstrap row holds the final observation of the episode truncated on the step before it, so
+    that episode ends on the bootstrap row, which ``on_postprocess_trajectory`` sees as its last."""
+    ends = np.concatenate([ends, np.zeros_like(ends[:1])])
+    before = np.concatenate([np.zeros_like(ends[:1]), ends[:-1]])  # [T + 1, N]: the step before ended
+    after = np.concatenate([bootstrap[1:], np.zeros_like(bootstrap[:1])])  # the row after is a bootstrap row
+    return (ends & ~after) | (bootstrap & before)
+
+
 class RolloutWorker:
     """Owns ``num_envs_per_worker`` environments and samples them with the current weights."""
 
     def __init__(self, config: AlgorithmConfig, worker_index: int, postprocess: Postprocess,
                  env_creator: EnvCreator | None = None, num_envs: int | None = None,
                  seed_offset: int = 0, render_mode: str | None = None, *, plan: RolloutPlan,
-                 slot: int | None = None) -> None:
+                 slot: int | None = None, model_class: type | None = None,
+                 callbacks_class: type[DefaultCallbacks] | None = None,
+                 action_dist_class: type | None = None) -> None:
         """``plan`` holds the sizes the driver resolved (never resolved again here). ``slot`` is
         this worker's place among all workers ever created (default ``worker_index``): a
         replacement gets a new one, so its environments ``slot·N … slot·N + N − 1`` take seeds
-        no other environment had."""
+        no other environment had. ``model_class`` is the class of ``config.model.custom_model``
+        (the recipe brings it; None: found by name in this process), ``action_dist_class`` that of
+        ``config.model.custom_action_dist``; ``callbacks_class`` the one ``config`` names (found in
+        this process when not given)."""
         self.config = config
         self.worker_index = worker_index
+        self.num_workers = plan.num_workers
+        kind = "rollout" if seed_offset == 0 else "evaluation"
+        self.hooks = Hooks.of(config.callbacks_class, f" in {kind} worker {worker_index}", callbacks_class)
         self.postprocess = postprocess
         self.num_envs = num_envs or plan.num_envs_per_worker
         self.fragment_length = plan.fragment_length
@@ -128,18 +157,31 @@ class RolloutWorker:
         self.streams = EnvStreams(config.seed, self.env_indices)
         self.observation_space = self.env.single_observation_space
         self.action_space = self.env.single_action_space
-        self.preprocess = ObsPreprocessor(self.observation_space)
-        # An MLP acts in numpy; the torch network is built only when something needs it (a CNN's
-        # forward pass, an algorithm's worker-side function), so a worker that only acts through
-        # an MLP never imports torch: about a second less to start each Ray worker. Built first, so
-        # that a network that cannot act in this action space says so (SAC's needs finite bounds).
-        self.actor = None if self.preprocess.is_image else NumpyActor(
-            self.preprocess.shape[0], self.action_space, config.model, config.network, config.head_hiddens)
+        # an action mask among the observation's columns (a Dict observation's action_mask_key)
+        self.preprocess = ObsPreprocessor(self.observation_space, find_action_mask(
+            self.observation_space, self.action_space, config.action_mask_key))
+        mask = self.preprocess.mask
+        custom, dist = config.model.custom_model, config.model.custom_action_dist
+        self.model_class = model_class or (CUSTOM_MODELS.find(custom) if custom is not None else None)
+        self.action_dist_class = action_dist_class or (CUSTOM_ACTION_DISTS.find(dist) if dist is not None else None)
+        # volley's MLP acts in numpy; the torch network is built only when something needs it (a
+        # CNN's or a custom model's forward pass, a custom distribution's draw, an algorithm's
+        # worker-side function), so a worker that only acts through an MLP never imports torch: a
+        # second less to start each Ray worker. Built before the check of normalize_actions, so that
+        # a network that cannot act in this action space says so (SAC's needs a bounded float Box).
+        self.actor = None if self.preprocess.is_image or custom is not None or dist is not None else NumpyActor(
+            self.preprocess.net_shape[0], self.action_space, config.model, config.network, config.head_hiddens,
+            mask)
+        self._mask_layout = None if mask is None else action_layout(self.action_space)
         if config.normalize_actions:
             check_normalizable(self.action_space, config.env)
         self._policy: Policy | None = None
+        # each environment's recurrent state, one array [N, ...] per tensor of the network's state:
+        # fed to every forward pass, reset to the initial state where an episode starts; [] for a
+        # feed-forward network (every built-in one)
+        self._state: State = []
         self._weights: np.ndarray | None = None  # the flat weights last loaded
-        self.obs_filter = make_filter(config.observation_filter, self.preprocess.shape)
+        self.obs_filter = make_filter(config.observation_filter, self.preprocess.shape, None if mask is None else mask.mask)
         self.reward_filter = RewardNormalizer(self.num_envs, config.gamma) if config.normalize_rewards else None
         self._obs: np.ndarray | None = None  # preprocessed, unfiltered, [N, *obs_shape]
         self._seeded = False
@@ -150,23 +192,32 @@ class RolloutWorker:
         self._step_count = 0
         self._failed_at = np.full(self.num_envs, -2)  # the step each env last failed at
         self._failures_in_a_row = np.zeros(self.num_envs, np.int64)
+        # decided once: without an episode hook to call, the step loop never follows episodes
+        self.episodes = EpisodeTracker(self, self.hooks) if self.hooks.uses(*EPISODE_HOOKS) else None
+        if self.hooks.uses("on_sub_environment_created"):
+            sub_environments_created(self)
 
     def _make_env(self) -> gym.vector.VectorEnv:
         return make_vector_env(self.config.env, self.num_envs, env_config=self.config.env_config,
                                creator=self.env_creator,
                                atari_preprocessing=self.config.atari_preprocessing,
-                               render_mode=self.render_mode)
+                               render_mode=self.render_mode, vectorize_mode=self.config.vectorize_mode,
+                               action_mask_key=self.config.action_mask_key)
 
     @property
     def policy(self) -> Policy:
-        """The torch network with the weights last loaded, built on first use: what acts on images,
-        and what an algorithm's worker-side functions (gradients, priorities) are given. Once
-        built, it is what the worker acts with, so a change made to it (Ape-X's ε) is acted on."""
+        """The torch network with the weights last loaded, built on first use: what acts for a CNN or
+        a custom model, and what an algorithm's worker-side functions (gradients, priorities) are
+        given. Once built, it is what the worker acts with, so a change made to it (Ape-X's ε) is
+        acted on."""
         if self._policy is None:
-            from volley.models import build_policy
+            from volley.catalog import build_policy
 
             self._policy = build_policy(self.observation_space, self.action_space, self.config.model,
-                                        self.config.network, self.config.head_hiddens)[1]
+                                        self.config.network, self.config.head_hiddens, self.model_class,
+                                        action_mask_key=self.config.action_mask_key,
+                                        action_dist_class=self.action_dist_class)[1]
+            self._policy.eval()  # acting, as RLlib's workers act: no dropout, batch-norm statistics fixed
             if self._weights is not None:
                 self._policy.set_flat_weights(self._weights)
         return self._policy
@@ -177,8 +228,21 @@ class RolloutWorker:
         return self.actor if self.actor is not None and self._policy is None else self.policy
 
     def act(self, obs: np.ndarray, explore: bool) -> Acting:
-        """Actions, the inputs of their distribution and the values for (filtered) observations ``obs``."""
-        return self._acting.act(obs, self.streams, explore)
+        """Actions, the inputs of their distribution, the values and the next recurrent state for
+        (filtered) observations ``obs`` and the environments' current state (left as it is)."""
+        return self._acting.act(obs, self._state, self.streams, explore)
+
+    def _initial_state(self) -> State:
+        """Every environment's state at an episode start, ``[N, ...]`` per tensor (``[]``: feed-forward)."""
+        return [np.repeat(np.asarray(s)[None], self.num_envs, axis=0) for s in self._acting.initial_state()]
+
+    def _carry_state(self, state: State, fresh: np.ndarray) -> State:
+        """The state for the next step: ``state`` from this one, the initial state where an
+        episode starts with the next observation (``fresh`` ``[N]``)."""
+        if not fresh.any():
+            return state
+        return [np.where(fresh.reshape(-1, *[1] * (s.ndim - 1)), s0, s)
+                for s, s0 in zip(state, self._initial_state(), strict=True)]
 
     def log_prob(self, dist_inputs: np.ndarray, actions: np.ndarray) -> np.ndarray:
         """Log-probabilities of ``actions`` from the distribution inputs :meth:`act` returned."""
@@ -199,6 +263,8 @@ class RolloutWorker:
     def _reset(self) -> None:
         """Start fresh episodes in every env; seeded by global env index on the first call only,
         so later resets continue each env's random stream instead of replaying it."""
+        if self.episodes is not None:
+            self.episodes.before_reset()
         if self._seeded:
             raw, infos = self.env.reset()
         else:
@@ -207,9 +273,12 @@ class RolloutWorker:
         obs = self.preprocess(raw, self.num_envs)
         failed = self._failures(obs, None, infos)
         self._obs = obs if failed is None else self._recover(failed, obs, None)[0]
+        self._state = self._initial_state()
         self._autoreset[:] = False
         self._episode_return[:] = 0.0
         self._episode_length[:] = 0
+        if self.episodes is not None:
+            self.episodes.reset(raw, self._obs, infos)
 
     def _training_rewards(self, rewards: np.ndarray, valid: np.ndarray, ended: np.ndarray,
                           training: bool) -> np.ndarray:
@@ -228,8 +297,10 @@ class RolloutWorker:
         the envs that failed and restarted (None when none did). ``training`` updates the
         filters' statistics; ``explore`` samples actions instead of taking the most likely."""
         assert self._obs is not None
+        if self._mask_layout is not None:
+            self._check_masks()
         obs = self.obs_filter(self._obs, update=training)
-        actions_np, dist_inputs, values = self.act(obs, explore)
+        actions_np, dist_inputs, values, state = self.act(obs, explore)
         self._step_count += 1
         vector_error: Exception | None = None
         try:
@@ -240,7 +311,7 @@ class RolloutWorker:
             raise
         except Exception as exc:  # from a native vector env; GuardedEnv keeps sub-env errors in
             vector_error = exc
-            next_obs, rewards, infos = self._obs, np.zeros(self.num_envs), {}
+            raw, next_obs, rewards, infos = None, self._obs, np.zeros(self.num_envs), {}
             terminated = truncated = np.zeros(self.num_envs, bool)
         valid = ~self._autoreset
         rewards = np.asarray(rewards, np.float32)
@@ -256,9 +327,30 @@ class RolloutWorker:
         ended = np.logical_or(terminated, truncated)
         self._autoreset = ended if failed is None else ended & ~failed  # failed envs were reset already
         self._obs = next_obs
+        if self.episodes is not None:
+            self.episodes.step(raw, next_obs, infos, actions_np, rewards, terminated, truncated, valid,
+                               self._autoreset)
+        # a reset step's observation ended an episode (its value bootstraps it): the state carries
+        # into it, and the next one, the new episode's first, starts afresh, as after a failure
+        self._state = self._carry_state(state, ~valid) if state else state
         return {"obs": obs, "actions": actions_np, "dist_inputs": dist_inputs, "values": values,
                 "rewards": self._training_rewards(rewards, valid, ended, training),
                 "terminated": terminated, "truncated": truncated, "valid": valid}, failed
+
+    def _check_masks(self) -> None:
+        """An EnvError naming the environment and the mask if an action mask of the observations about
+        to be acted on holds anything but 0 and 1 or allows no action (a final observation, acted on
+        only for its value, may allow none: a finished game has no legal move)."""
+        assert self._obs is not None and self._mask_layout is not None and self.preprocess.mask is not None
+        problem = self._mask_layout.mask_problem(self._obs[:, self.preprocess.mask.mask], ~self._autoreset)
+        if problem is None:
+            return
+        j = problem[0]
+        mask = self._obs[j, self.preprocess.mask.mask]
+        raise EnvError(f"environment '{self.config.env}' (worker {self.worker_index}, env index {j}) gave the action "
+                       f"mask {np.array2string(mask, separator=' ', threshold=20)} (observation key "
+                       f"{self.config.action_mask_key!r}) at step {self._episode_length[j]} of its episode: "
+                       f"{problem[1]}")
 
     # -- failed environments -----------------------------------------------------------------
 
@@ -327,18 +419,27 @@ class RolloutWorker:
         if again is not None:
             raise EnvError(f"{cause}; its replacement failed too: "
                            f"{self._describe(int(np.flatnonzero(again)[0]), None, None)}")
+        if self.hooks.uses("on_sub_environment_created"):
+            sub_environments_created(self, np.flatnonzero(failed).tolist())
+        if self.episodes is not None:
+            self.episodes.recovered(failed, raw, fresh, infos)
         self._episode_return[failed] = 0.0
         self._episode_length[failed] = 0
         return np.where(failed.reshape(-1, *[1] * (obs.ndim - 1)), fresh, obs), failed
 
-    def _finish_episodes(self, done: np.ndarray, returns: list[float], lengths: list[int]) -> None:
-        returns.extend(self._episode_return[done].tolist())
-        lengths.extend(self._episode_length[done].tolist())
-        self._episode_return[done] = 0.0
-        self._episode_length[done] = 0
+    def _finish_episodes(self, counted: np.ndarray, returns: list[float], lengths: list[int],
+                         records: list[EpisodeRecord]) -> None:
+        """Count the episodes ``counted`` (of those that ended on the latest step); start the
+        counters of every one that ended again from 0."""
+        returns.extend(self._episode_return[counted].tolist())
+        lengths.extend(self._episode_length[counted].tolist())
+        if self.episodes is not None:
+            records.extend(self.episodes.finish(counted))
+        self._episode_return[self._autoreset] = 0.0
+        self._episode_length[self._autoreset] = 0
 
     def _rollout(self, complete_episodes: bool, min_episodes: int | None = None
-                 ) -> tuple[dict[str, np.ndarray], list, list]:
+                 ) -> tuple[dict[str, np.ndarray], list, list, list]:
         """Step until the fragment is full (or ``min_episodes`` have ended); columns ``[T, N, ...]``."""
         complete_episodes = complete_episodes or min_episodes is not None
         if self._obs is None or complete_episodes:
@@ -347,6 +448,7 @@ class RolloutWorker:
         steps: list[dict[str, np.ndarray]] = []
         returns: list[float] = []
         lengths: list[int] = []
+        records: list[EpisodeRecord] = []
         collected = 0
         pending = np.zeros(self.num_envs, np.int64)  # steps of the unfinished episode, per env
         episode_start = np.zeros(self.num_envs, np.int64)  # where in `steps` it began, per env
@@ -363,7 +465,7 @@ class RolloutWorker:
             ended = np.count_nonzero(done) > 0  # on most steps none did, and the lines below have nothing to do
             if ended:
                 episode_start[done] = len(steps)
-                self._finish_episodes(done, returns, lengths)
+                self._finish_episodes(done, returns, lengths, records)
             if complete_episodes:
                 pending += step["valid"]
                 if ended:
@@ -394,15 +496,17 @@ class RolloutWorker:
         if complete_episodes:  # drop steps of episodes still running at the end
             ends = columns["terminated"] | columns["truncated"]
             columns["valid"] &= np.flip(np.logical_or.accumulate(np.flip(ends, 0), axis=0), 0)
-        return columns, returns, lengths
+        return columns, returns, lengths, records
 
     def _load(self, weights: np.ndarray, filters: FilterStats | None) -> None:
-        """Take the learner's weights and the merged filter statistics."""
-        self._weights = weights
-        if self._policy is not None:
-            self._policy.set_flat_weights(weights)
-        elif self.actor is not None:
-            self.actor.load(weights)
+        """Take the learner's weights (unless they are the very array loaded last: a streaming worker
+        samples fragment after fragment with one) and the merged filter statistics."""
+        if weights is not self._weights:
+            self._weights = weights
+            if self._policy is not None:
+                self._policy.set_flat_weights(weights)
+            elif self.actor is not None:
+                self.actor.load(weights)
         if filters is not None and filters.obs is not None:
             self.obs_filter.set_stats(filters.obs)
         if filters is not None and filters.reward is not None and self.reward_filter is not None:
@@ -422,12 +526,21 @@ class RolloutWorker:
         self._load(weights, filters)
         complete = self.config.batch_mode == "complete_episodes"
         errors_before = self.num_env_errors
-        columns, returns, lengths = self._rollout(complete, num_episodes)
+        if self.episodes is not None:
+            self.episodes.new_fragment()
+        columns, returns, lengths, records = self._rollout(complete, num_episodes)
+        ends = columns["terminated"] | columns["truncated"] if self.hooks.uses("on_postprocess_trajectory") else None
+        steps = int(np.count_nonzero(columns["valid"]))  # a postprocess may add rows (V-trace's bootstrap rows)
         columns = self.postprocess(columns, self.config)
+        if ends is not None and "bootstrap" in columns:
+            ends = bootstrap_ends(ends, columns["bootstrap"])
         valid = columns.pop("valid").T  # [N, T]: env-major keeps each episode contiguous
         batch = Batch({key: np.swapaxes(value, 0, 1)[valid] for key, value in columns.items()})
+        if ends is not None and self.episodes is not None:
+            self.episodes.trajectories(batch, valid, ends.T)
+        self.hooks("on_sample_end", worker=self, samples=batch)
         return SampleResult(batch, np.asarray(returns, np.float32), np.asarray(lengths, np.int64),
-                            self._pop_filter_delta(), len(batch), self.num_env_errors - errors_before)
+                            self._pop_filter_delta(), steps, self.num_env_errors - errors_before, records)
 
     def sample_and_apply(self, weights: np.ndarray, filter_stats: FilterStats | None,
                          fn: Callable[[Policy, Batch, AlgorithmConfig], Any],
@@ -444,8 +557,9 @@ class RolloutWorker:
 
     def evaluate(self, weights: np.ndarray, filters: FilterStats | None, num_episodes: int | None = None,
                  num_steps: int | None = None, before_step: Callable[[], None] | None = None
-                 ) -> tuple[np.ndarray, np.ndarray]:
-        """Play whole episodes and return their (raw) returns and lengths: ``num_episodes`` of
+                 ) -> tuple[np.ndarray, np.ndarray, list[EpisodeRecord]]:
+        """Play whole episodes and return their (raw) returns, lengths and custom-metric records
+        (empty unless the callbacks use episode hooks): ``num_episodes`` of
         them, or with ``num_steps`` as many as it takes to reach that many steps (the episodes
         running then are finished, so every step counted belongs to a whole episode).
 
@@ -465,18 +579,19 @@ class RolloutWorker:
             quota = np.full(self.num_envs, np.iinfo(np.int64).max // 2)
         returns: list[float] = []
         lengths: list[int] = []
+        records: list[EpisodeRecord] = []
         while quota.sum() > 0:
             if before_step is not None and not self._autoreset[0] and quota[0] > 0:
                 before_step()
             self._step_all(training=False, explore=self.config.explore)
             done = self._autoreset & (quota > 0)
-            self._finish_episodes(done, returns, lengths)
+            self._finish_episodes(done, returns, lengths, records)
             quota -= done
             if num_steps is not None and sum(lengths) + self._episode_length[quota > 0].sum() >= num_steps:
                 quota = np.where((quota > 0) & ~self._autoreset, 1, 0)  # finish what runs, start none
                 num_steps = None
         self._obs = None  # the next sample() starts from fresh episodes
-        return np.asarray(returns), np.asarray(lengths)
+        return np.asarray(returns), np.asarray(lengths), records
 
 
 def _finite(values: np.ndarray) -> bool:
