@@ -58,6 +58,8 @@ TASKS = {
     "ppo-pong": Task("ppo-pong", None, 2_000_000, (0,)),
     "ppo-walker2d": Task("ppo-walker2d", ("ppo", "Walker2d-v4"), 1_000_000, (0, 1)),
     "ppo-pendulum": Task("ppo-pendulum", ("ppo", "Pendulum-v1"), 100_000, (0,)),
+    "sac-halfcheetah": Task("sac-halfcheetah", ("sac", "HalfCheetah-v4"), 300_000, (0, 1)),
+    "sac-pendulum": Task("sac-pendulum", ("sac", "Pendulum-v1"), 20_000, (0,)),
     "ppo-cartpole": Task("ppo-cartpole", None, None, (0,)),
     "dqn-cartpole": Task("dqn-cartpole", None, None, (0,)),
     "apex-dqn-cartpole": Task("apex-dqn-cartpole", None, None, (0,)),
@@ -109,18 +111,19 @@ def run_volley(task: Task, seed: int, run_dir: Path) -> dict[str, Any]:
 
 def zoo_hyperparameters(algo: str, env_key: str) -> dict[str, Any]:
     """rl-zoo's tuned settings for ``env_key``, read from the installed rl_zoo3 package."""
-    import rl_zoo3
+    import importlib.util
+
     import yaml
 
-    path = Path(rl_zoo3.__file__).parent / "hyperparams" / f"{algo}.yml"
+    spec = importlib.util.find_spec("rl_zoo3")  # its files only: importing it wants huggingface_hub
+    assert spec is not None and spec.submodule_search_locations, "pip install rl_zoo3"
+    path = Path(spec.submodule_search_locations[0]) / "hyperparams" / f"{algo}.yml"
     return dict(yaml.safe_load(path.read_text())[env_key])
 
 
 def sb3_model(algo: str, params: dict[str, Any], env: Any, seed: int) -> Any:
     """The peer's model from rl-zoo's settings (``lin_X`` schedules and policy_kwargs as rl-zoo
     reads them)."""
-    from sb3_contrib import TRPO
-    from stable_baselines3 import PPO
     from torch import nn
 
     kwargs = {k: v for k, v in params.items() if k not in ("n_envs", "n_timesteps", "normalize", "policy")}
@@ -130,8 +133,18 @@ def sb3_model(algo: str, params: dict[str, Any], env: Any, seed: int) -> Any:
             kwargs[key] = lambda progress, start=start: progress * start
     if isinstance(kwargs.get("policy_kwargs"), str):
         kwargs["policy_kwargs"] = eval(kwargs["policy_kwargs"], {"nn": nn, "dict": dict})
-    cls = {"ppo": PPO, "trpo": TRPO}[algo]
-    return cls(params.get("policy", "MlpPolicy"), env, seed=seed, device="cpu", verbose=0, **kwargs)
+    return peer_class(algo)(params.get("policy", "MlpPolicy"), env, seed=seed, device="cpu", verbose=0, **kwargs)
+
+
+def peer_class(algo: str) -> Any:
+    """The peer's algorithm class (sb3-contrib's TRPO, else SB3's)."""
+    if algo == "trpo":
+        from sb3_contrib import TRPO
+
+        return TRPO
+    import stable_baselines3
+
+    return getattr(stable_baselines3, algo.upper())
 
 
 def run_peer(task: Task, seed: int, run_dir: Path) -> dict[str, Any]:
@@ -139,8 +152,6 @@ def run_peer(task: Task, seed: int, run_dir: Path) -> dict[str, Any]:
     ``SB3_SAVE_EVERY`` steps so that a cut-off run continues where it was."""
     import numpy as np
     import torch
-    from sb3_contrib import TRPO
-    from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.evaluation import evaluate_policy
@@ -161,7 +172,7 @@ def run_peer(task: Task, seed: int, run_dir: Path) -> dict[str, Any]:
     normalize = {"gamma": params["gamma"]} if "gamma" in params else {}
     if state["steps"]:
         env = VecNormalize.load(str(run_dir / "vecnormalize.pkl"), env)
-        model = {"ppo": PPO, "trpo": TRPO}[algo].load(run_dir / "model.zip", env=env, device="cpu")
+        model = peer_class(algo).load(run_dir / "model.zip", env=env, device="cpu")
         rows = progress.read_text().splitlines()
         progress.write_text("".join(r + "\n" for r in rows if json.loads(r)["timesteps_total"] <= state["steps"]))
     else:
@@ -176,9 +187,13 @@ def run_peer(task: Task, seed: int, run_dir: Path) -> dict[str, Any]:
     class Record(BaseCallback):
         """The curve (volley's progress.jsonl format) and the periodic checkpoint."""
 
-        def _on_rollout_end(self) -> None:
-            rewards = [e["r"] for e in self.model.ep_info_buffer or []]
+        logged: object = None  # the newest episode when the last point was written
+
+        def _on_rollout_end(self) -> None:  # a point per rollout that ended episodes (SAC's: one step each)
+            buffer = self.model.ep_info_buffer
+            rewards = [e["r"] for e in buffer] if buffer and buffer[-1] is not self.logged else []
             if rewards:
+                self.logged = buffer[-1]
                 with open(progress, "a") as f:
                     f.write(json.dumps({"timesteps_total": self.model.num_timesteps, "time_total_s": elapsed(),
                                         "episode_reward_mean": float(np.mean(rewards)),

@@ -1,8 +1,10 @@
-"""What the CartPole time-to-475 benchmarks share: the stop rule, fresh processes, the table.
+"""What the time-to-threshold benchmarks share: the stop rule, fresh processes, the table.
 
 Each run is a fresh Python process, so start-up (imports, Ray's cluster) counts. A run
-ends when the mean return of the last 100 episodes reaches 475 (the same window in
-every library: SB3's ep_info_buffer holds 100 episodes). Seeds are interleaved, so
+ends when the mean return of the last 100 episodes reaches 475 (CartPole; the same window
+in every library: SB3's ep_info_buffer holds 100 episodes), or the goal a script sets with
+:func:`set_goal` (Pendulum SAC: -200 over the last 10 episodes; volley's runs then smooth
+over that many with ``metrics_num_episodes_for_smoothing``). Seeds are interleaved, so
 drift on a noisy machine hits every library alike; the table gives medians and their
 ratios to SB3. With ``--curves DIR`` each run also writes ``DIR/NAME-seedK/progress.jsonl``
 (reward against env steps and against seconds since its process started), which
@@ -22,7 +24,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-THRESHOLD = 475.0
+GOAL = {"threshold": 475.0, "window": 100}  # the mean return of the last `window` episodes to reach
+
+
+def set_goal(threshold: float, window: int) -> None:
+    GOAL.update(threshold=threshold, window=window)
 STARTED = time.time()  # a child's start: its curve's clock includes imports and Ray's start-up
 CURVE: dict[str, Path | None] = {"path": None}  # this child's progress.jsonl, with --curves
 
@@ -45,7 +51,7 @@ def train_volley(algo: Any, max_steps: int) -> dict:
     """Train until the threshold (or ``max_steps``); what :func:`measure` needs."""
     result = {"episode_reward_mean": float("nan"), "timesteps_total": 0}
     try:
-        while not result["episode_reward_mean"] >= THRESHOLD and result["timesteps_total"] < max_steps:
+        while not result["episode_reward_mean"] >= GOAL["threshold"] and result["timesteps_total"] < max_steps:
             result = algo.train()
             log_point(result["timesteps_total"], result["episode_reward_mean"], result["episode_reward_min"],
                       result["episode_reward_max"])
@@ -56,27 +62,40 @@ def train_volley(algo: Any, max_steps: int) -> dict:
 
 
 def sb3_stop_at_threshold() -> Any:
-    """An SB3 callback that ends ``learn()`` once the last 100 episodes average 475."""
+    """An SB3 callback that ends ``learn()`` once the last ``window`` episodes average the threshold."""
     import numpy as np
     from stable_baselines3.common.callbacks import BaseCallback
 
     class StopAtThreshold(BaseCallback):
-        def _on_rollout_end(self) -> None:
-            rewards = [e["r"] for e in self.model.ep_info_buffer or []]
-            if rewards:
+        logged: object = None  # the newest episode when the last point was logged
+        checked: object = None  # ... and when the threshold was last checked
+
+        def recent(self) -> list[float]:
+            return [e["r"] for e in list(self.model.ep_info_buffer or [])[-GOAL["window"]:]]
+
+        def newest(self) -> object:
+            buffer = self.model.ep_info_buffer
+            return buffer[-1] if buffer else None
+
+        def _on_rollout_end(self) -> None:  # a point per rollout that ended episodes (SAC's: one step each)
+            if self.newest() is not self.logged:
+                self.logged = self.newest()
+                rewards = self.recent()
                 log_point(self.model.num_timesteps, float(np.mean(rewards)), min(rewards), max(rewards))
 
         def _on_step(self) -> bool:
-            buffer = self.model.ep_info_buffer
-            return not (buffer is not None and len(buffer) > 0
-                        and np.mean([e["r"] for e in buffer]) >= THRESHOLD)
+            if self.newest() is self.checked:  # no episode ended since the last check
+                return True
+            self.checked = self.newest()
+            rewards = self.recent()
+            return not (rewards and np.mean(rewards) >= GOAL["threshold"])
 
     return StopAtThreshold()
 
 
 def sb3_report(model: Any) -> dict:
     reached = time.time()
-    rewards = [e["r"] for e in model.ep_info_buffer]
+    rewards = [e["r"] for e in list(model.ep_info_buffer)[-GOAL["window"]:]]
     return {"reached_at": reached, "steps": model.num_timesteps, "reward": sum(rewards) / len(rewards)}
 
 
@@ -86,8 +105,8 @@ def measure(script: str, name: str, seed: int, curves: Path | None) -> dict:
     out = subprocess.run([sys.executable, script, "--child", name, "--seeds", str(seed), *extra],
                          capture_output=True, text=True, check=True)
     report = json.loads(out.stdout.strip().splitlines()[-1])
-    report["time_to_475"] = report.pop("reached_at") - start
-    report["reached"] = report["reward"] >= THRESHOLD
+    report["time"] = report.pop("reached_at") - start
+    report["reached"] = report["reward"] >= GOAL["threshold"]
     return report
 
 
@@ -117,17 +136,18 @@ def main(script: str, description: str, runners: dict[str, Runner]) -> None:
             report = measure(script, name, seed, args.curves)
             rows[name].append(report)
             print(f"# {name} seed {seed}: {report}", file=sys.stderr, flush=True)
-    sb3_time = statistics.median(r["time_to_475"] for r in rows["sb3"])
+    sb3_time = statistics.median(r["time"] for r in rows["sb3"])
     sb3_steps = statistics.median(r["steps"] for r in rows["sb3"])
-    print("| run | seeds reaching 475 | median time-to-475 (s) | median steps-to-475 | "
+    goal = f"{GOAL['threshold']:g}"
+    print(f"| run | seeds reaching {goal} | median time-to-{goal} (s) | median steps-to-{goal} | "
           "time / SB3 | steps / SB3 |")
     print("| --- | --- | --- | --- | --- | --- |")
     for name, reports in rows.items():
-        t = statistics.median(r["time_to_475"] for r in reports)
+        t = statistics.median(r["time"] for r in reports)
         s = statistics.median(r["steps"] for r in reports)
-        times = ", ".join(f"{r['time_to_475']:.1f}" for r in reports)
+        times = ", ".join(f"{r['time']:.1f}" for r in reports)
         print(f"| {name} | {sum(r['reached'] for r in reports)}/{len(reports)} | {t:.1f} ({times}) | "
               f"{s:,.0f} | {t / sb3_time:.2f} | {s / sb3_steps:.2f} |")
     if not all(r["reached"] for reports in rows.values() for r in reports):
-        print("\nA run that did not reach 475 counts the time and steps of its whole budget "
+        print(f"\nA run that did not reach {goal} counts the time and steps of its whole budget "
               "(a lower bound).")

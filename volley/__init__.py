@@ -20,14 +20,18 @@ if TYPE_CHECKING:
         IMPALA,
         PG,
         PPO,
+        SAC,
         TRPO,
         ApexDQN,
         ApexDQNConfig,
+        ApexSAC,
+        ApexSACConfig,
         APPOConfig,
         DQNConfig,
         IMPALAConfig,
         PGConfig,
         PPOConfig,
+        SACConfig,
         TRPOConfig,
         get_trainable_cls,
     )
@@ -58,8 +62,8 @@ _HOMES = {
                     "volley.distributions"),
     **dict.fromkeys(["CallbackError", "CheckpointError", "ConfigError", "EnvError", "VolleyError"], "volley.errors"),
     **dict.fromkeys(["DefaultCallbacks", "Episode", "RLlibCallback", "make_multi_callbacks"], "volley.callbacks"),
-    **dict.fromkeys(["APPO", "APPOConfig", "IMPALA", "IMPALAConfig", "ApexDQN", "ApexDQNConfig",
-                     "DQN", "DQNConfig", "PG", "PGConfig", "PPO", "PPOConfig",
+    **dict.fromkeys(["APPO", "APPOConfig", "IMPALA", "IMPALAConfig", "ApexDQN", "ApexDQNConfig", "ApexSAC",
+                     "ApexSACConfig", "DQN", "DQNConfig", "PG", "PGConfig", "PPO", "PPOConfig", "SAC", "SACConfig",
                      "TRPO", "TRPOConfig", "get_trainable_cls"], "volley.algorithms"),
 }
 
@@ -71,9 +75,10 @@ def __getattr__(name: str) -> Any:
     return getattr(importlib.import_module(_HOMES[name]), name)
 
 
-__all__ = ["APPO", "APPOConfig", "IMPALA", "IMPALAConfig", "ActionDistribution", "ApexDQN", "ApexDQNConfig", "DQN",
-           "DQNConfig", "PG", "PGConfig", "PPO", "Algorithm", "AlgorithmConfig", "CallbackError", "CheckpointError",
-           "ConfigError", "DefaultCallbacks", "EnvError", "Episode", "FullyConnectedNetwork", "ModelCatalog",
-           "ModelConfig", "PPOConfig", "RLlibCallback", "RecurrentNetwork", "TRPO", "TRPOConfig", "TorchCategorical",
-           "TorchDiagGaussian", "TorchDistributionWrapper", "TorchModelV2", "VolleyError", "__version__",
-           "add_time_dimension", "get_trainable_cls", "make_multi_callbacks", "register_env"]
+__all__ = ["APPO", "APPOConfig", "IMPALA", "IMPALAConfig", "ActionDistribution", "ApexDQN", "ApexDQNConfig", "ApexSAC",
+           "ApexSACConfig", "DQN", "DQNConfig", "PG", "PGConfig", "PPO", "Algorithm", "AlgorithmConfig",
+           "CallbackError", "CheckpointError", "ConfigError", "DefaultCallbacks", "EnvError", "Episode",
+           "FullyConnectedNetwork", "ModelCatalog", "ModelConfig", "PPOConfig", "RLlibCallback", "RecurrentNetwork",
+           "SAC", "SACConfig", "TRPO", "TRPOConfig", "TorchCategorical", "TorchDiagGaussian", "TorchDistributionWrapper",
+           "TorchModelV2", "VolleyError", "__version__", "add_time_dimension", "get_trainable_cls",
+           "make_multi_callbacks", "register_env"]

@@ -143,6 +143,21 @@ def q_outputs(action_space: gym.Space) -> int:
     return int(action_space.n)
 
 
+def squashed_outputs(action_space: gym.Space) -> int:
+    """Action dimensions of a tanh-squashed Gaussian policy (SAC) for ``action_space``; a
+    ConfigError naming the space unless it is a one-dimensional float Box with finite bounds."""
+    if not isinstance(action_space, gym.spaces.Box) or len(action_space.shape) != 1 \
+            or action_space.dtype.kind != "f":
+        raise ConfigError(f"action space {action_space} is not supported by SAC: it takes a one-dimensional "
+                          "float Box (continuous actions); for Discrete and composite actions use ppo "
+                          "(dqn for Discrete)")
+    if not (np.isfinite(action_space.low).all() and np.isfinite(action_space.high).all()):
+        raise ConfigError(f"action space {action_space} has infinite bounds: SAC squashes its actions with "
+                          "tanh into the bounds, so they must be finite (wrap the environment with "
+                          "gymnasium.wrappers.ClipAction on a bounded Box)")
+    return int(action_space.shape[0])
+
+
 class RandomStreams(Protocol):
     """One random stream per environment (see RolloutWorker), and for a custom action distribution,
     which draws in torch, the state of one torch generator for them all (None before the first
@@ -170,6 +185,28 @@ def log_softmax(logits: np.ndarray) -> np.ndarray:
 def pick(values: np.ndarray, actions: np.ndarray) -> np.ndarray:
     """``values[..., a]`` for each action ``a`` of ``actions`` ``[...]`` (``values`` ``[..., n]``)."""
     return np.take_along_axis(values, actions[..., None].astype(np.intp), -1)[..., 0]
+
+
+# A squashed Gaussian's log-std is clipped to this range (SB3's and RLlib's bounds): e^-20 keeps
+# the log-density finite, e^2 keeps exploration from saturating tanh at every step
+LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
+
+
+def uniform_actions(streams: RandomStreams, dim: int) -> np.ndarray:
+    """Actions ``[N, dim]`` uniform in (-1, 1), each environment's from its own stream (SAC's warm-up,
+    as SB3 acts before learning starts): ``exp(-exp(-g))`` is uniform on (0, 1) when ``g`` is
+    Gumbel-distributed (its distribution function), so the draw reuses the Gumbel blocks."""
+    return (2.0 * np.exp(-np.exp(-streams.gumbel(dim))) - 1.0).astype(np.float32)
+
+
+def squashed_gaussian_logp(mean: np.ndarray, log_std: np.ndarray, actions: np.ndarray) -> np.ndarray:
+    """``log π(a)`` ``[...]`` of squashed actions ``a = tanh(u)``, ``u ~ N(mean, std)``: the Gaussian's
+    density of ``u = atanh(a)`` less ``Σ log(1 − a²)``, tanh's log-determinant (Haarnoja et al.,
+    2018, appendix C). Actions at ±1 (tanh rounds there in float32) are taken 1e-6 inside."""
+    a = np.clip(actions.astype(np.float64), -1 + 1e-6, 1 - 1e-6)
+    z = (np.arctanh(a) - mean) / np.exp(log_std)
+    gaussian = -0.5 * z * z - log_std - 0.5 * np.log(2 * np.pi)
+    return (gaussian - np.log1p(-a * a)).sum(-1).astype(np.float32)
 
 
 def epsilon_greedy_logp(q_values: np.ndarray, epsilon: float, masked: bool = False) -> np.ndarray:
@@ -255,6 +292,10 @@ def parameter_shapes(obs_size: int, action_space: gym.Space, model: ModelConfig,
                 shapes += _lstm_shapes(f"{tower}_lstm", n_in, model.lstm_cell_size)
             width = model.lstm_cell_size
         return shapes + _linear_shapes("pi_head", width, n_out) + _linear_shapes("vf_head", width, 1)
+    if network == "squashed_gaussian":
+        n_out = squashed_outputs(action_space)
+        return [("random_actions", ()), *_body_shapes("body", obs_size, model.fcnet_hiddens),
+                *_linear_shapes("head", width, 2 * n_out)]
     n_actions = q_outputs(action_space)
     shapes = [("epsilon", ()), *_body_shapes("body", obs_size, model.fcnet_hiddens),
               *_body_shapes("hidden", width, head_hiddens)]
@@ -621,6 +662,45 @@ def q_network_twin(weights: Mapping[str, np.ndarray], activation: str, mask: Obs
     return Twin(act, head.log_prob)
 
 
+def squashed_gaussian_head(uniform: bool) -> Head:
+    """SAC's squashed Gaussian over inputs ``[..., 2d]`` (the means, then the log-stds, clipped to
+    [LOG_STD_MIN, LOG_STD_MAX]): ``tanh(mean + std·ε)`` when exploring, else ``tanh(mean)``; with
+    ``uniform`` (the warm-up before learning starts) actions uniform in (-1, 1) when exploring,
+    of density ``2^-d``."""
+    def split(inputs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        dim = inputs.shape[-1] // 2
+        return inputs[..., :dim], np.clip(inputs[..., dim:], LOG_STD_MIN, LOG_STD_MAX)
+
+    def draw(inputs: np.ndarray, streams: RandomStreams, explore: bool) -> np.ndarray:
+        mean, log_std = split(inputs)
+        if not explore:
+            return np.tanh(mean)
+        if uniform:
+            return uniform_actions(streams, mean.shape[-1])
+        return np.tanh(mean + np.exp(log_std) * streams.normal(mean.shape[-1]))
+
+    def log_prob(inputs: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        if uniform:
+            return np.full(actions.shape[:-1], -actions.shape[-1] * np.log(2.0), np.float32)
+        return squashed_gaussian_logp(*split(inputs), actions)
+    return Head(draw, log_prob)
+
+
+def squashed_gaussian_twin(weights: Mapping[str, np.ndarray], activation: str) -> Twin:
+    """How an MLP squashed-Gaussian policy (SAC's actor) with these named ``weights`` acts: its head
+    gives the Gaussian's mean and log-std ``[B, 2d]``, drawn from by :func:`squashed_gaussian_head`,
+    uniformly while ``random_actions`` (among the weights, set by the learner before learning
+    starts) is 1. It has no values (zeros) and no recurrent state (passed through)."""
+    net = NumpyMLP.of(weights, "body", activation) + NumpyMLP.of(weights, "head")
+    head = squashed_gaussian_head(bool(weights["random_actions"] > 0.5))
+    draw = head.draw
+
+    def act(obs: np.ndarray, state: State, streams: RandomStreams, explore: bool, prev: Previous = None) -> Acting:
+        out = net(obs)
+        return draw(out, streams, explore), out, np.zeros(len(out), np.float32), state
+    return Twin(act, head.log_prob)
+
+
 class NumpyActor:
     """Acts like an MLP network with the flat weights it was last given (:meth:`load`), on numpy
     alone: what a rollout worker acts with unless something asks it for the torch network."""
@@ -637,6 +717,7 @@ class NumpyActor:
         activation = model.fcnet_activation
         self.build: Callable[[Mapping[str, np.ndarray]], Twin] = (
             (lambda weights: actor_critic_twin(weights, activation, action_space, mask)) if network == "actor_critic"
+            else (lambda weights: squashed_gaussian_twin(weights, activation)) if network == "squashed_gaussian"
             else (lambda weights: q_network_twin(weights, activation, mask)))
         self.state_shapes: list[tuple[int, ...]] = []
         self.reads_prev = False

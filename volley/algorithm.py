@@ -224,6 +224,12 @@ class Algorithm(ABC):
     # -- what they share -------------------------------------------------------------------
 
     @property
+    def steps_sampled(self) -> int:
+        """Environment steps sampled so far, this iteration's included (``timesteps_total`` counts
+        them when the iteration ends)."""
+        return self.timesteps_total + self._steps_this_iter
+
+    @property
     def filter_stats(self) -> FilterStats | None:
         """The merged statistics of the observation filter and the reward normaliser (None when
         both are off): sent to the workers with every call, and saved in checkpoints."""

@@ -24,7 +24,7 @@ from volley.acting import ObsMask, ObsPreprocessor, find_action_mask, parameter_
 from volley.config import ModelConfig, NetworkKind
 from volley.distributions import ActionDistribution, required_outputs
 from volley.errors import ConfigError
-from volley.models import ActorCritic, Policy, QNetwork, trunk
+from volley.models import ActorCritic, Policy, QNetwork, SquashedGaussianActor, trunk
 from volley.modelv2 import (
     RLLIB_MODEL_DEFAULTS,
     FullyConnectedNetwork,
@@ -176,6 +176,11 @@ def build_policy(obs_space: gym.Space, action_space: gym.Space, model: ModelConf
             dist_class, required_outputs(dist_class, action_space, model_config_dict(model)))
         kind = LSTMActorCritic if model.use_lstm else ActorCritic
         policy = kind(pre.net_shape, pre.is_image, action_space, model, pre.mask, custom_dist)
+    elif network == "squashed_gaussian":
+        if pre.is_image:
+            raise ConfigError(f"observation space {obs_space} is images: SAC's networks are MLPs over "
+                              "vector observations")
+        policy = SquashedGaussianActor(pre.net_shape[0], action_space, model)
     else:
         body, n_feat = trunk(pre.net_shape, pre.is_image, model)
         policy = QNetwork(body, n_feat, action_space, model, dueling=network == "dueling_q", hiddens=head_hiddens,

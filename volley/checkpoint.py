@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
@@ -168,3 +169,23 @@ def unflatten_optimizer(tensors: dict[str, torch.Tensor], meta: dict, prefix: st
     for index, entries in meta["scalars"].items():
         state.setdefault(int(index), {}).update(entries)
     return {"state": state, "param_groups": meta["param_groups"]}
+
+
+REPLAY_PREFIX = "replay."  # a replay buffer's rows: tensors "replay.{shard}.{column}"
+
+
+def replay_tensors(shards: list[dict[str, np.ndarray]]) -> dict[str, torch.Tensor]:
+    """Replay buffers' rows (each shard's ``ReplayBuffer.state()``, oldest first) as checkpoint
+    tensors ``replay.{shard}.{column}``; how many shards there were goes into the manifest."""
+    return {f"{REPLAY_PREFIX}{index}.{name}": torch.as_tensor(column if column.flags.writeable else column.copy())
+            for index, columns in enumerate(shards) for name, column in columns.items()}  # Ray's are read-only
+
+
+def replay_shards(tensors: dict[str, torch.Tensor], count: int) -> list[dict[str, np.ndarray]]:
+    """The ``count`` shards' columns that :func:`replay_tensors` saved."""
+    shards: list[dict[str, np.ndarray]] = [{} for _ in range(count)]
+    for name, tensor in tensors.items():
+        if name.startswith(REPLAY_PREFIX):
+            index, column = name[len(REPLAY_PREFIX):].split(".", 1)
+            shards[int(index)][column] = tensor.numpy()
+    return shards

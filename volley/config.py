@@ -14,7 +14,7 @@ import dataclasses
 import math
 import os
 import typing
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -26,8 +26,9 @@ from volley.rllib_compat import NOT_PASSED_TO_CUSTOM_MODELS, rllib_key
 from volley.rllib_keys import unset_deprecated
 from volley.schedules import Schedulable, check_schedulable
 
-# The network workers act with: an actor-critic, or Q-values with a linear or dueling head (DQN)
-NetworkKind = Literal["actor_critic", "q", "dueling_q"]
+# The network workers act with: an actor-critic, Q-values with a linear or dueling head (DQN), or
+# a tanh-squashed Gaussian policy (SAC's actor; its critics stay on the learner)
+NetworkKind = Literal["actor_critic", "q", "dueling_q", "squashed_gaussian"]
 
 GROUPS = ("environment", "rollouts", "training", "exploration", "resources", "framework", "debugging",
           "evaluation", "reporting", "fault_tolerance", "learners", "api_stack", "rl_module", "multi_agent",
@@ -144,6 +145,9 @@ class AlgorithmConfig:
         "create_env_on_local_worker": "create_env_on_driver",
         "create_env_on_local_env_runner": "create_env_on_driver",
     }
+    # Stable-Baselines3's names: of one of our keys (a string), or a translation of the value into
+    # ours (a function). Apart from ALIASES, so docs/rllib.md lists RLlib's names only.
+    SB3_KEYS: ClassVar[dict[str, str | Callable[[Any], dict[str, Any]]]] = {}
     algo_name: ClassVar[str] = ""
 
     env: str = option("CartPole-v1", "environment", "Gymnasium id, or a name given to register_env")
@@ -391,15 +395,20 @@ class AlgorithmConfig:
         for key, value in kwargs.items():
             if unset_deprecated(key, value):  # RLlib's -1 for a deprecated key nobody set
                 continue
-            name = self.ALIASES.get(key, key)
-            rllib = rllib_key(key, self.algo_names(), specs)  # RLlib's spellings (docs/rllib.md)
+            sb3 = self.SB3_KEYS.get(key)
+            if callable(sb3):
+                self._update_group(group, sb3(value))
+                continue
+            name = self.ALIASES.get(key) or sb3 or key
+            # RLlib's spellings (docs/rllib.md); an SB3 name is never RLlib's
+            rllib = None if sb3 is not None else rllib_key(key, self.algo_names(), specs)
             if name not in specs and rllib is None:
-                known = list(specs) + list(self.ALIASES)
+                known = list(specs) + list(self.ALIASES) + list(self.SB3_KEYS)
                 raise ConfigError(f"unknown config key {key!r} for {type(self).__name__}"
                                   f"{did_you_mean(key, known)}")
             groups = {*(rllib.groups if rllib is not None else ()),
                       *([specs[name][0].metadata["group"]] if name in specs else [])}
-            if group is not None and group not in groups:
+            if group is not None and group not in groups and sb3 is None:  # SB3 has no builder methods
                 raise ConfigError(f"config key {key!r} is set with "
                                   f"{' or '.join(f'.{g}()' for g in sorted(groups))}, not .{group}()")
             if rllib is None:
@@ -411,8 +420,8 @@ class AlgorithmConfig:
         return self
 
     def _set(self, label: str, name: str, value: Any, hint: Any) -> None:
-        if name == "model":
-            value = self._merge_model(value)
+        if hint is ModelConfig:  # `model`, and SAC's q_model_config
+            value = self._merge_model(name, value)
         elif name == "env" and not isinstance(value, str):
             value = env_name(value)
         elif name == "callbacks_class" and value is not None and not isinstance(value, str) and not (
@@ -420,12 +429,13 @@ class AlgorithmConfig:
             value = callbacks_name(value)
         setattr(self, name, coerce(label, value, hint))
 
-    def _merge_model(self, value: Any) -> ModelConfig:
+    def _merge_model(self, name: str, value: Any) -> ModelConfig:
+        """The network settings of key ``name`` with the keys of ``value`` changed, each checked."""
         if isinstance(value, ModelConfig):  # checked key by key like a dict
             value = {f.name: getattr(value, f.name) for f in dataclasses.fields(ModelConfig)}
         if not isinstance(value, dict):
-            raise ConfigError(f"config key 'model' must be a dict, got {shown(value)}")
-        model = copy.deepcopy(self.model)
+            raise ConfigError(f"config key '{name}' must be a dict, got {shown(value)}")
+        model = copy.deepcopy(getattr(self, name))
         hints = typing.get_type_hints(ModelConfig)
         custom = value.get("custom_model", model.custom_model) is not None
         for key, item in value.items():
@@ -437,15 +447,15 @@ class AlgorithmConfig:
             if key == "custom_action_dist" and item is not None and not isinstance(item, str):
                 item = CUSTOM_ACTION_DISTS.name_of(item)
             if key in hints:
-                setattr(model, key, coerce(f"model.{key}", item, hints[key]))
+                setattr(model, key, coerce(f"{name}.{key}", item, hints[key]))
             elif rllib is not None and custom and key not in NOT_PASSED_TO_CUSTOM_MODELS:
-                model.rllib_model_keys = {**model.rllib_model_keys, **coerce(f"model.{key}", {key: item}, dict)}
+                model.rllib_model_keys = {**model.rllib_model_keys, **coerce(f"{name}.{key}", {key: item}, dict)}
             elif rllib is not None:  # RLlib's model keys volley has none of: accepted, refused or translated
-                for name, translated in rllib.translate(item).get("model", {}).items():
-                    setattr(model, name, coerce(f"model.{key}", translated, hints[name]))
+                for field_name, translated in rllib.translate(item).get("model", {}).items():
+                    setattr(model, field_name, coerce(f"{name}.{key}", translated, hints[field_name]))
             else:
                 hint = "; a custom model's own options go in custom_model_config" if custom else ""
-                raise ConfigError(f"unknown model key {key!r}{did_you_mean(str(key), hints)}{hint}")
+                raise ConfigError(f"unknown {name} key {key!r}{did_you_mean(str(key), hints)}{hint}")
         return model
 
     # -- derived values and checks ------------------------------------------------------------
@@ -591,7 +601,8 @@ class AlgorithmConfig:
 
     def __getitem__(self, key: str) -> Any:
         """``config["lr"]``, as in RLlib: a key's value; an alias or RLlib's name reads its key."""
-        name = self.ALIASES.get(key, key)
+        sb3 = self.SB3_KEYS.get(key)
+        name = self.ALIASES.get(key) or (sb3 if isinstance(sb3, str) else key)
         rllib = rllib_key(key, self.algo_names(), self.field_specs())
         if rllib is not None and rllib.kind == "renamed":
             name = rllib.sets[0]
@@ -661,13 +672,16 @@ def reference_markdown(cls: type[AlgorithmConfig], keys: Collection[str] | None 
 
     aliases: dict[str, list[str]] = {}
     for alias, name in cls.ALIASES.items():
-        aliases.setdefault(name, []).append(alias)
+        aliases.setdefault(name, []).append(f"`{alias}`")
+    for alias, target in cls.SB3_KEYS.items():
+        if isinstance(target, str):
+            aliases.setdefault(target, []).append(f"SB3's `{alias}`")
     lines = [f"{heading} {cls.__name__}", "", "| key | type | default | set with | meaning |",
              "| --- | --- | --- | --- | --- |"]
     for name, (spec, hint) in cls.field_specs().items():
         if keys is not None and name not in keys:
             continue
-        also = f" (also {', '.join(f'`{a}`' for a in aliases[name])})" if name in aliases else ""
+        also = f" (also {', '.join(aliases[name])})" if name in aliases else ""
         lines.append(f"| `{name}`{also} | {type_name(hint)} | {default_of(spec)} | "
                      f"`.{spec.metadata['group']}()` | {spec.metadata['help']} |")
     lines += ["", f"{heading}# model (ModelConfig)", "", "| key | type | default | meaning |",

@@ -24,6 +24,7 @@ own ``sample()``, drawing from a torch generator each worker keeps (:func:`custo
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -138,6 +139,41 @@ class DiagGaussian(Distribution):
         var, other_var = (2 * self.log_std).exp(), (2 * other.log_std).exp()
         return (other.log_std - self.log_std
                 + (var + (self.mean - other.mean) ** 2) / (2 * other_var) - 0.5).sum(-1)
+
+
+class SquashedGaussian(Distribution):
+    """``a = tanh(u)``, ``u ~ N(mean, std)`` per action dimension: SAC's policy (Haarnoja et al.,
+    2018), its actions in (-1, 1), which ``normalize_actions`` rescales to the space's bounds.
+    With ``uniform`` (SAC's warm-up before learning starts) its density is uniform instead, as the
+    workers draw then (``volley.acting.squashed_gaussian_head``). SAC's losses read
+    :meth:`rsample`; it has no closed-form entropy or KL."""
+
+    def __init__(self, mean: torch.Tensor, log_std: torch.Tensor, uniform: bool = False) -> None:
+        self.mean, self.log_std, self.uniform = mean, log_std, uniform
+        self.inputs = (mean, log_std)
+
+    def rsample(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """A reparameterised draw ``a = tanh(mean + std·ε)`` ``[B, d]`` and its log-probability ``[B]``,
+        differentiable in the mean and log-std: the Gaussian's log-density of ``u`` less tanh's
+        log-determinant ``Σ log(1 − tanh²(u))``, written ``2·(log 2 − u − softplus(−2u))``, which
+        stays finite where ``tanh(u)`` rounds to ±1 (the paper's appendix C)."""
+        noise = torch.randn_like(self.mean)
+        u = self.mean + self.log_std.exp() * noise
+        gaussian = -0.5 * noise.square() - self.log_std - 0.5 * math.log(2 * math.pi)
+        log_det = 2.0 * (math.log(2.0) - u - nn.functional.softplus(-2.0 * u))
+        return torch.tanh(u), (gaussian - log_det).sum(-1)
+
+    def log_prob(self, actions: torch.Tensor) -> torch.Tensor:
+        """Log-probabilities ``[B]`` of squashed actions (taken 1e-6 inside ±1, where atanh is infinite)."""
+        if self.uniform:
+            return torch.full(actions.shape[:-1], -actions.shape[-1] * math.log(2.0))
+        a = actions.clamp(-1 + 1e-6, 1 - 1e-6)
+        z = (torch.atanh(a) - self.mean) / self.log_std.exp()
+        gaussian = -0.5 * z.square() - self.log_std - 0.5 * math.log(2 * math.pi)
+        return (gaussian - torch.log1p(-a.square())).sum(-1)
+
+    def mode(self) -> torch.Tensor:
+        return torch.tanh(self.mean)
 
 
 class MultiCategorical(Distribution):

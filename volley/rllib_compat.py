@@ -42,6 +42,7 @@ from volley.rllib_keys import (
     RLlibKey,
     Translate,
     accepted,
+    at_default,
     is_one_of,
     refused,
     renamed,
@@ -80,14 +81,15 @@ def _type_name(key: str, value: dict, known: Collection[str], offer: str = "") -
 
 def _sub_keys(key: str, value: dict, renames: dict[str, str], fixed: dict[str, tuple[Any, ...]]
               ) -> dict[str, Any]:
-    """An RLlib sub-config's keys as volley keys: ``renames`` map onto volley keys, ``fixed`` keys
-    are accepted at the values volley has; ``"type"`` is the caller's; anything else is refused."""
+    """An RLlib sub-config's keys as volley keys: ``fixed`` keys are accepted at the values volley has
+    (first: a renamed key may also be fixed at RLlib's unset marker), ``renames`` map onto volley
+    keys; ``"type"`` is the caller's; anything else is refused."""
     out: dict[str, Any] = {}
     for sub, item in value.items():
+        if sub in fixed and is_one_of(item, fixed[sub]):  # RLlib's unset marker of a key renamed too
+            continue
         if sub in renames:
             out[renames[sub]] = item
-        elif sub in fixed and is_one_of(item, fixed[sub]):
-            continue
         elif sub in fixed:
             raise ConfigError(f"RLlib's {key}[{sub!r}]={shown(item)} is not supported by volley "
                               f"(it takes {' or '.join(map(repr, fixed[sub]))})")
@@ -105,6 +107,7 @@ REPLAY_BUFFERS = {  # RLlib's buffer types (both stacks) -> volley's prioritized
     "MultiAgentPrioritizedEpisodeReplayBuffer": True,
 }
 REPLAY_KEYS = {"capacity": "replay_buffer_capacity", "learning_starts": "learning_starts",
+               "prioritized_replay": "prioritized_replay",  # RLlib 2.9's SAC default carries it (-1 elsewhere)
                "prioritized_replay_alpha": "prioritized_replay_alpha", "alpha": "prioritized_replay_alpha",
                "prioritized_replay_beta": "prioritized_replay_beta", "beta": "prioritized_replay_beta",
                "prioritized_replay_eps": "prioritized_replay_eps"}
@@ -112,7 +115,8 @@ REPLAY_FIXED: dict[str, tuple[Any, ...]] = {
     "storage_unit": ("timesteps",), "replay_sequence_length": (1,), "replay_burn_in": (0,),
     "replay_zero_init_states": (True,), "no_local_replay_buffer": (True, False),
     "worker_side_prioritization": (False, True), "replay_mode": ("independent",),
-    "prioritized_replay": (-1,), "replay_buffer_shards_colocated_with_driver": (True, False)}
+    "prioritized_replay": (-1,), "replay_buffer_shards_colocated_with_driver": (True, False),
+    "_enable_replay_buffer_api": (True,)}
 
 
 def replay_buffer_config(value: Any) -> dict[str, Any]:
@@ -188,7 +192,7 @@ def as_model(key: str) -> Translate:
 
 # -- the table ----------------------------------------------------------------------------------
 
-DQN, APEX, PPO = ("dqn",), ("apex_dqn",), ("ppo",)
+DQN, APEX, PPO, SAC = ("dqn",), ("apex_dqn",), ("ppo",), ("sac",)
 IMPALA, APPO = ("impala", "appo"), ("appo",)  # IMPALA: both (APPOConfig extends IMPALAConfig)
 NO_AGGREGATORS = "the learner's own feeder thread concatenates the fragments into train batches"
 ONE_LEARNER = ("volley trains one learner, in this process; for data-parallel learners use "
@@ -356,12 +360,16 @@ RLLIB_KEYS: list[RLlibKey] = [
     translated("exploration_config", ("exploration",), stochastic_sampling, (),
                "`type` `'StochasticSampling'` (sampling from the policy is what `explore` does); other "
                "types refused by name", example={"type": "StochasticSampling"},
-               algorithms=("ppo", "pg", "trpo", *IMPALA)),
+               algorithms=("ppo", "pg", "trpo", *IMPALA, *SAC)),
     # training(), every algorithm
+    dataclasses.replace(same("lr", "training", example=1e-3, unset=(None,), note=": a number, or RLlib's schedule "
+                             "`[[timestep, lr], ...]`; SAC: RLlib's None (its new stack's default, where "
+                             "`actor_lr`, `critic_lr` and `alpha_lr` set every rate) keeps volley's"), algorithms=SAC),
     same("lr", "training", example=1e-3, note=": a number, or RLlib's schedule `[[timestep, lr], ...]`"),
     same("gamma", "training", example=0.95),
     same("train_batch_size", "training", example=1000, note=" (DQN: the steps sampled per iteration; RLlib's "
-         "DQN train_batch_size is the replay minibatch, volley's minibatch_size)"),
+         "DQN train_batch_size is the replay minibatch, volley's minibatch_size; SAC's is the replay minibatch, "
+         "as RLlib's)"),
     same("model", "training", example={"fcnet_hiddens": [32, 32]}),
     same("grad_clip", "training", example=1.0),
     same("lr_schedule", "training", example=[[0, 1e-3], [10_000, 1e-4]]),
@@ -371,6 +379,8 @@ RLLIB_KEYS: list[RLlibKey] = [
     renamed("train_batch_size_per_learner", "train_batch_size", "training",
             algorithms=("ppo", "pg", "trpo", *IMPALA),
             example=1000),
+    renamed("train_batch_size_per_learner", "train_batch_size", "training", algorithms=SAC, example=128,
+            note=" (SAC's, as RLlib's: the replay minibatch)"),
     refused("grad_clip_by", ("training",), "volley clips the global gradient norm", allowed=("global_norm",),
             example="value"),
     translated("optimizer", ("training",), apex_optimizer, ("num_replay_shards", "weight_sync_interval"),
@@ -417,7 +427,7 @@ RLLIB_KEYS: list[RLlibKey] = [
                "other types and keys refused by name",
                example={"type": "MultiAgentPrioritizedReplayBuffer", "capacity": 50_000,
                         "prioritized_replay_alpha": 0.5, "prioritized_replay_beta": 0.5,
-                        "prioritized_replay_eps": 1e-6}, algorithms=DQN),
+                        "prioritized_replay_eps": 1e-6}, algorithms=DQN + SAC),
     translated("epsilon", ("training",), epsilon_points,
                ("epsilon_start", "epsilon_end", "epsilon_decay_steps", "epsilon_schedule"),
                "a number, or `[[0, start], [timesteps, end]]`: `epsilon_start`, `epsilon_end`, "
@@ -502,6 +512,33 @@ RLLIB_KEYS: list[RLlibKey] = [
     renamed("circular_buffer_iterations_per_batch", "num_epochs", "training", algorithms=APPO, example=2),
     accepted("simple_queue_size", ("training",), "only used with use_circular_buffer=False; volley's queue "
              "is learner_queue_size", example=32, algorithms=APPO),
+    # training(), SAC
+    *[same(name, "training", example=value) for name, value in (
+        ("twin_q", False), ("initial_alpha", 0.5), ("target_entropy", -2.0), ("training_intensity", 512.0),
+        ("q_model_config", {"fcnet_hiddens": [64, 64]}))],
+    *[translated(name, ("training",), lambda value: _sub_keys("optimization", _check_dict("optimization", value), {
+        "actor_learning_rate": "actor_lr", "critic_learning_rate": "critic_lr", "entropy_learning_rate": "alpha_lr"},
+        {}), ("actor_lr", "critic_lr", "alpha_lr"),
+                 "`actor_learning_rate`, `critic_learning_rate`, `entropy_learning_rate` → `actor_lr`, `critic_lr`, "
+                 "`alpha_lr`", example={"actor_learning_rate": 1e-3}, algorithms=SAC)
+      for name in ("optimization", "optimization_config")],
+    refused("_deterministic_loss", ("training",), "volley's SAC samples its actions in the loss, as the paper does",
+            algorithms=SAC),
+    refused("_use_beta_distribution", ("training",), "volley's SAC policy is the paper's squashed Gaussian",
+            algorithms=SAC),
+    refused("minibatch_size", ("training",), "SAC's replay minibatch is train_batch_size, as in RLlib's SAC",
+            allowed=(None,), example=128, algorithms=SAC),
+    refused("num_epochs", ("training",), "volley's SAC takes each gradient step on a fresh replay minibatch; "
+            "set training_intensity or gradient_steps", allowed=(1,), example=4, algorithms=SAC),
+    at_default("use_state_preprocessor", ("training",), "deprecated in RLlib's SAC; volley's SAC networks read "
+               "the observations directly (model, q_model_config)", algorithms=SAC),
+    at_default("worker_side_prioritization", ("training",), "volley's SAC replays by the learner's TD errors "
+               "(prioritized_replay); Ape-X SAC's workers give fresh rows the shard's largest priority",
+               algorithms=SAC),
+    accepted("sample_async", ("rollouts",), "Ape-X SAC's acting workers always sample while the learner learns",
+             example=True, algorithms=("apex_sac",)),
+    refused("sample_async", ("rollouts",), "volley's SAC samples between its updates; its asynchronous mode is "
+            "ApexSACConfig (SACConfig().async_mode())", allowed=(False,), algorithms=SAC),
     # fault_tolerance()
     translated("ignore_worker_failures", ("fault_tolerance",),
                lambda v: {"on_worker_failure": "use_others"} if _flag("ignore_worker_failures", v) else {},

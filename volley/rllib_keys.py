@@ -312,7 +312,7 @@ def vectorize_mode(value: Any) -> dict[str, Any]:
     return {"vectorize_mode": mode}
 
 
-PPO, DQN, IMPALA = ("ppo",), ("dqn",), ("impala", "appo")
+PPO, DQN, IMPALA, SAC = ("ppo",), ("dqn",), ("impala", "appo"), ("sac",)
 LSTM_INIT = ("volley's LSTM is initialized orthogonally, biases zero (CleanRL's ppo_atari_lstm); its heads "
              "as the MLP's")
 TIMEOUT = "volley waits for its workers without a timeout; a dead one is replaced (fault_tolerance)"
@@ -329,7 +329,7 @@ DUMP_KEYS: list[RLlibKey] = [
     refused("shuffle_batch_per_epoch", ("training",), "volley's PPO shuffles the batch every epoch",
             allowed=(True,), example=False, algorithms=PPO),
     accepted("shuffle_batch_per_epoch", ("training",), "replay minibatches are drawn at random",
-             example=True, algorithms=DQN),
+             example=True, algorithms=DQN + SAC),
     refused("sample_async", ("rollouts",), "only volley's PPO samples while it learns (sample_async)",
             allowed=(False,), algorithms=("pg", "trpo", "dqn")),
     accepted("sample_async", ("rollouts",), "IMPALA's and APPO's workers always sample while the learner "
@@ -344,7 +344,7 @@ DUMP_KEYS: list[RLlibKey] = [
          "actions get probability 0 in PPO, PG, TRPO, IMPALA and APPO and are never taken by DQN and Ape-X; an environment's "
          "`action_masks()` method (sb3-contrib's) fills it too ([extending.md](extending.md#action-masking))"),
     at_default("max_requests_in_flight_per_env_runner", ("rollouts",), "volley's synchronous algorithms "
-               "send each worker one request at a time", algorithms=("ppo", "pg", "trpo", "dqn", "apex_dqn")),
+               "send each worker one request at a time", algorithms=("ppo", "pg", "trpo", "dqn", "apex_dqn", "sac")),
     *[accepted(name, groups, TIMEOUT, example=5.0) for groups, name in (
         (("fault_tolerance",), "env_runner_health_probe_timeout_s"),
         (("fault_tolerance",), "env_runner_restore_timeout_s"),

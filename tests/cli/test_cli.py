@@ -91,3 +91,22 @@ def test_bench_sampler_rows_add_up():
         assert min(raw, forward, floor, sampled) > 0, row
         assert abs(floor - 1 / (1 / raw + 1 / forward)) <= 1, row  # shown to the step
         assert abs(float(row[6]) - sampled / raw) <= 0.006 and abs(float(row[7]) - sampled / floor) <= 0.006, row
+
+
+def test_sac_trains_resumes_and_evaluates(tmp_path):
+    """volley train --algo sac, --resume from its checkpoint (replay contents included), evaluate."""
+    small = ["--set", "learning_starts=50", "--set", 'model={"fcnet_hiddens": [16]}',
+             "--set", 'q_model_config={"fcnet_hiddens": [16]}', "--set", "checkpoint_replay=true",
+             "--set", "min_time_s_per_iteration=0"]
+    out = volley("train", "--algo", "sac", "--env", "Pendulum-v1", "--engine", "local", "--max-iters", "2",
+                 "--logdir", str(tmp_path), "--name", "run", *small)
+    assert out.returncode == 0, out.stderr
+    run = tmp_path / "run"
+    out = volley("train", "--resume", str(run), "--max-iters", "3")
+    assert out.returncode == 0, out.stderr
+    rows = [json.loads(line) for line in (run / "progress.jsonl").read_text().splitlines()]
+    assert [r["training_iteration"] for r in rows] == [1, 2, 3]
+    assert rows[2]["timesteps_total"] == 300 and rows[2]["replay_size"] == 300  # 100 steps an iteration
+    out = volley("evaluate", str(run / "checkpoint"), "--episodes", "2")
+    assert out.returncode == 0, out.stderr
+    assert "2 episodes of Pendulum-v1: return" in out.stdout

@@ -17,7 +17,7 @@ MPI = [name for name in preset_names() if load_preset(name).config.get("engine")
 IN_PROCESS = [name for name in preset_names() if name not in MPI]
 EXPECTED = {"ppo-cartpole", "ppo-pendulum", "ppo-halfcheetah", "ppo-hopper", "ppo-walker2d", "ppo-humanoid",
             "ppo-pong", "trpo-hopper", "trpo-pong-ram", "pg-pong", "dqn-cartpole", "apex-dqn-cartpole",
-            "dqn-pong"}
+            "dqn-pong", "sac-pendulum", "sac-halfcheetah"}
 
 
 def test_the_issue_s_presets_are_shipped_and_listed(capsys):
@@ -64,7 +64,7 @@ def test_flags_override_the_preset(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--preset", "ppo-halfchetah"], "unknown preset 'ppo-halfchetah'; did you mean 'ppo-halfcheetah'"),
+    (["--preset", "ppo-halfchetah"], "unknown preset 'ppo-halfchetah'; did you mean one of 'ppo-halfcheetah'"),
     (["--config", "{missing}"], "cannot read config file '{missing}'"),
     (["--config", "{bad_yaml}"], "config file '{bad_yaml}' is not valid YAML at line 3"),
     (["--config", "{bad_key}"], "config file '{bad_key}': unknown key 'confg'; did you mean 'config'"),

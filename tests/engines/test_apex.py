@@ -1,4 +1,5 @@
-"""Ape-X DQN on Ray: config checks, per-worker ε, results, a killed worker replaced, checkpoints."""
+"""Ape-X on Ray (DQN, and SAC asynchronously): config checks, per-worker ε, results, a killed worker
+replaced, checkpoints."""
 
 from __future__ import annotations
 
@@ -13,7 +14,16 @@ import numpy as np
 import pytest
 import torch
 
-from volley import Algorithm, ApexDQN, ApexDQNConfig, ConfigError, DQNConfig
+from volley import (
+    Algorithm,
+    ApexDQN,
+    ApexDQNConfig,
+    ApexSAC,
+    ApexSACConfig,
+    ConfigError,
+    DQNConfig,
+    SACConfig,
+)
 from volley.algorithms.apex_dqn import per_worker_epsilon
 from volley.checkpoint import read_checkpoint
 from volley.cli import main
@@ -264,3 +274,53 @@ def test_volley_evaluate_plays_an_apex_checkpoint_on_one_idle_acting_worker(ray_
         played.stop()
     assert main(["evaluate", str(path), "--episodes", "2"]) == 0
     assert "volley: 2 episodes of CartPole-v1: return" in capsys.readouterr().out
+
+
+# -- asynchronous SAC: the same layout with SAC's learner ------------------------------------------
+
+
+def small_sac(**training) -> ApexSACConfig:
+    return (ApexSACConfig().environment("Pendulum-v1").rollouts(num_workers=1, rollout_fragment_length=16)
+            .training(learning_starts=64, train_batch_size=32, weight_sync_interval=32, max_sample_lead=200,
+                      model={"fcnet_hiddens": [16]}, q_model_config={"fcnet_hiddens": [16]}, **training)
+            .reporting(min_time_s_per_iteration=0.5).debugging(seed=5))
+
+
+def test_async_sac_keeps_the_sac_settings_and_is_refused_off_ray():
+    config = SACConfig().training(tau=0.02, train_batch_size=64).async_mode(num_replay_shards=2)
+    assert isinstance(config, ApexSACConfig) and (config.tau, config.train_batch_size) == (0.02, 64)
+    assert config.normalize_actions and config.num_envs_per_worker == 1  # SAC's defaults, not the base's
+    with pytest.raises(ConfigError, match=r"engine='local' cannot host it; use engine='ray', or the synchronous "
+                                          r"algorithm 'sac'"):
+        config.resources(engine="local").validate()
+
+
+def test_async_sac_checkpoint_round_trip_with_replay_then_evaluate(ray_session, tmp_path, capsys):
+    algo = small_sac(checkpoint_replay=True, num_replay_shards=2).build()
+    try:
+        while algo.learner_updates == 0:
+            result = algo.train()
+        # every reported step is in a shard; rows of runs not reported yet may be too
+        assert result["replay_size"] >= result["timesteps_total"] and not algo.warming_up
+        path = algo.save(tmp_path / "apex-sac")
+        saved = {"weights": algo.policy.get_flat_weights(), "log_alpha": algo.log_alpha.item(),
+                 "targets": [p.detach().clone() for p in algo.target_critics.parameters()],
+                 "updates": algo.learner_updates, "steps": algo.timesteps_total}
+    finally:
+        algo.stop()
+    tensors, _ = read_checkpoint(path)
+    assert {"replay.0.obs", "replay.1.next_obs", "target_critics.weights.1", "log_alpha"} <= set(tensors)
+    restored = Algorithm.from_checkpoint(path)
+    try:
+        assert isinstance(restored, ApexSAC)
+        np.testing.assert_array_equal(restored.policy.get_flat_weights(), saved["weights"])
+        assert restored.log_alpha.item() == saved["log_alpha"]
+        torch.testing.assert_close([p.detach() for p in restored.target_critics.parameters()], saved["targets"])
+        assert (restored.learner_updates, restored.timesteps_total) == (saved["updates"], saved["steps"])
+        rows = [len(shard["obs"]) for shard in restored.workers.replay_state()]  # before any worker pushed
+        assert rows == [len(tensors["replay.0.obs"]), len(tensors["replay.1.obs"])] and sum(rows) >= saved["steps"]
+        assert restored.train()["learner_updates"] > saved["updates"]  # and it trains on
+    finally:
+        restored.stop()
+    assert main(["evaluate", str(path), "--episodes", "2"]) == 0
+    assert "volley: 2 episodes of Pendulum-v1: return" in capsys.readouterr().out

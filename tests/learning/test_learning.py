@@ -206,3 +206,44 @@ def test_impala_and_appo_two_ray_workers_reach_475(ray_session, algo_name):
     result = train_until(algo, 475, max_steps=600_000)
     assert result["episode_reward_mean"] >= 475, result
     assert result["num_workers"] == 2 and result["policy_lag_mean"] > 0  # the data was off-policy
+
+
+# Pendulum-v1 with small networks: seeds 0-2 reached -200 (the last 10 episodes) at 4.6k-6.4k steps
+PENDULUM_SAC = {"lr": 1e-3, "learning_starts": 100, "train_batch_size": 128,
+                "model": {"fcnet_hiddens": [64, 64]}, "q_model_config": {"fcnet_hiddens": [64, 64]}}
+
+
+def test_sac_pendulum_local_engine_reaches_minus_200():
+    import torch
+
+    from volley import SACConfig
+
+    algo = (SACConfig().environment("Pendulum-v1").resources(engine="local").training(**PENDULUM_SAC)
+            .reporting(metrics_num_episodes_for_smoothing=10).debugging(seed=0).build())
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        result = train_until(algo, -200, max_steps=12_000)
+    finally:
+        torch.set_num_threads(threads)
+    assert result["episode_reward_mean"] >= -200, result
+
+
+def test_apex_sac_pendulum_one_acting_worker_reaches_minus_200(ray_session):
+    """Asynchronous SAC: an acting worker and a replay shard on Ray, the learner here; the workers
+    at most 500 steps ahead of one update per step, so the budget in environment steps holds."""
+    import torch
+
+    from volley import ApexSACConfig
+
+    algo = (ApexSACConfig().environment("Pendulum-v1").rollouts(num_workers=1)
+            .training(**PENDULUM_SAC, max_sample_lead=500, weight_sync_interval=64)
+            .reporting(metrics_num_episodes_for_smoothing=10).debugging(seed=0).build())
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the learner shares the 2 cores with the worker
+    try:
+        result = train_until(algo, -200, max_steps=15_000)
+    finally:
+        torch.set_num_threads(threads)
+    assert result["episode_reward_mean"] >= -200, result
+    assert result["learner_updates"] >= result["timesteps_total"] - 100 - 500 - 64, result  # the lead held

@@ -102,14 +102,21 @@ def test_flat_weights_round_trip():
     # RLlib's tuned CartPole: no activation between the layers
     (gym.spaces.Discrete(2), ModelConfig(fcnet_activation="linear", vf_share_layers=True), "actor_critic"),
     (gym.spaces.Discrete(3), ModelConfig(fcnet_activation="linear"), "q"),
+    (gym.spaces.Box(-2.0, 2.0, (3,), np.float32), ModelConfig(fcnet_hiddens=[16, 8], fcnet_activation="relu"),
+     "squashed_gaussian"),
+    (gym.spaces.Box(-2.0, 2.0, (3,), np.float32), ModelConfig(), "squashed_gaussian_warmup"),
 ])
 def test_acting_in_numpy_matches_the_torch_network(action_space, model, network):
     """Workers act through a numpy copy of an MLP's weights; it must be the torch network."""
     obs_space = gym.spaces.Box(-5.0, 5.0, (7,), np.float32)
     torch.manual_seed(0)
+    warmup = network == "squashed_gaussian_warmup"  # SAC's uniformly random actions before it learns
+    network = network.removesuffix("_warmup")
     _, policy = build_policy(obs_space, action_space, model, network)
-    if network != "actor_critic":
+    if network in ("q", "dueling_q"):
         policy.set_epsilon(0.3)
+    if network == "squashed_gaussian":
+        policy.set_random_actions(warmup)
     policy.set_flat_weights(policy.get_flat_weights() + 0.1)  # weights a worker was sent
     obs = np.random.default_rng(0).normal(size=(6, 7)).astype(np.float32)
     twin = policy.numpy_twin()

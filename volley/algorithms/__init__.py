@@ -5,11 +5,13 @@ from __future__ import annotations
 from volley.algorithm import Algorithm
 from volley.algorithm_configs import (
     ApexDQNConfig,
+    ApexSACConfig,
     APPOConfig,
     DQNConfig,
     IMPALAConfig,
     PGConfig,
     PPOConfig,
+    SACConfig,
     TRPOConfig,
 )
 from volley.algorithms.apex_dqn import ApexDQN
@@ -18,12 +20,14 @@ from volley.algorithms.dqn import DQN
 from volley.algorithms.impala import IMPALA
 from volley.algorithms.pg import PG
 from volley.algorithms.ppo import PPO
+from volley.algorithms.sac import SAC, ApexSAC
 from volley.algorithms.trpo import TRPO
 from volley.config import AlgorithmConfig
 
 # The built-in algorithms, in the order the docs and the CLI list them
 ALGORITHMS: dict[str, type[Algorithm]] = {"ppo": PPO, "trpo": TRPO, "pg": PG, "dqn": DQN,
-                                          "apex_dqn": ApexDQN, "impala": IMPALA, "appo": APPO}
+                                          "apex_dqn": ApexDQN, "impala": IMPALA, "appo": APPO, "sac": SAC,
+                                          "apex_sac": ApexSAC}
 
 
 # RLlib's registry names that are not volley's own
@@ -45,6 +49,6 @@ def get_config_class(name: str) -> type[AlgorithmConfig]:
     return get_algorithm_class(name).config_class
 
 
-__all__ = ["ALGORITHMS", "APPO", "APPOConfig", "IMPALA", "IMPALAConfig", "ApexDQN", "ApexDQNConfig", "DQN",
-           "DQNConfig", "PG", "PPO", "PGConfig", "PPOConfig", "TRPO", "TRPOConfig", "get_algorithm_class",
-           "get_config_class", "get_trainable_cls"]
+__all__ = ["ALGORITHMS", "APPO", "APPOConfig", "IMPALA", "IMPALAConfig", "ApexDQN", "ApexDQNConfig", "ApexSAC",
+           "ApexSACConfig", "DQN", "DQNConfig", "PG", "PPO", "PGConfig", "PPOConfig", "SAC", "SACConfig", "TRPO",
+           "TRPOConfig", "get_algorithm_class", "get_config_class", "get_trainable_cls"]

@@ -107,6 +107,7 @@ class ActingWorker:
         self.worker = recipe.build(index, slot)
         self.parameter_server = parameter_server
         self.version = 0
+        self.weights: np.ndarray | None = None  # the last fetched
         self.chunks = 0
         self.pending_push: tuple[int, ray.ObjectRef] | None = None
         self.dead_shards: set[int] = set()
@@ -120,18 +121,24 @@ class ActingWorker:
 
         Returns the episodes and steps (an empty batch) and the weight version used.
         """
-        policy = self.worker.policy
         version, weights = ray.get(self.parameter_server.fetch.remote(self.version))
+        while weights is None and self.weights is None:  # the learner's first publish is on its way
+            version, weights = ray.get(self.parameter_server.fetch.remote(self.version))
         if weights is not None:
-            policy.set_flat_weights(weights)
-            self.version = version
-        self.spec.explore(policy, exploration)
-        weights = policy.get_flat_weights()  # with this run's exploration in them
+            self.weights, self.version = weights, version
+        assert self.weights is not None
+        if self.spec.explore is not None:  # on the torch network: its copy of the weights changes
+            self.worker.policy.set_flat_weights(self.weights)
+            self.spec.explore(self.worker.policy, exploration)
+            weights = self.worker.policy.get_flat_weights()  # with this run's exploration in them
+        else:
+            weights = self.weights
         self.dead_shards.clear()
         results: list[SampleResult] = []
         while sum(r.env_steps for r in results) < self.spec.steps_per_run:
             result = self.worker.sample(weights, None)
-            priorities = self.spec.priorities(policy, result.batch, self.config) if self.spec.priorities else None
+            priorities = (self.spec.priorities(self.worker.policy, result.batch, self.config)
+                          if self.spec.priorities else None)
             self._push(shards, result.batch, priorities)
             result.batch = Batch()
             results.append(result)

@@ -149,7 +149,9 @@ class AsyncSpec:
     steps_per_run: int  # environment steps an acting worker takes between weight fetches and reports
     minibatch_size: int
     prefetch: int  # minibatch requests the learner keeps in flight per shard
-    explore: Explore
+    # None: workers act with the published weights as they are (SAC's warm-up rides in them), in
+    # numpy where the network can, never building a torch network
+    explore: Explore | None = None
     priorities: Priorities | None = None  # None: new rows get the shard's largest priority
 
 

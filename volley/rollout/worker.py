@@ -166,8 +166,6 @@ class RolloutWorker:
         self.streams = EnvStreams(config.seed, self.env_indices)
         self.observation_space = self.env.single_observation_space
         self.action_space = self.env.single_action_space
-        if config.normalize_actions:
-            check_normalizable(self.action_space, config.env)
         # an action mask among the observation's columns (a Dict observation's action_mask_key)
         self.preprocess = ObsPreprocessor(self.observation_space, find_action_mask(
             self.observation_space, self.action_space, config.action_mask_key))
@@ -178,11 +176,14 @@ class RolloutWorker:
         # volley's MLP acts in numpy; the torch network is built only when something needs it (a
         # CNN's or a custom model's forward pass, a custom distribution's draw, an algorithm's
         # worker-side function), so a worker that only acts through an MLP never imports torch: a
-        # second less to start each Ray worker.
+        # second less to start each Ray worker. Built before the check of normalize_actions, so that
+        # a network that cannot act in this action space says so (SAC's needs a bounded float Box).
         self.actor = None if self.preprocess.is_image or custom is not None or dist is not None else NumpyActor(
             self.preprocess.net_shape[0], self.action_space, config.model, config.network, config.head_hiddens,
             mask)
         self._mask_layout = None if mask is None else action_layout(self.action_space)
+        if config.normalize_actions:
+            check_normalizable(self.action_space, config.env)
         self._policy: Policy | None = None
         # each environment's recurrent state, one array [N, ...] per tensor of the network's state:
         # fed to every forward pass, reset to the initial state where an episode starts; [] for a
