@@ -72,7 +72,7 @@ def test_rllibs_files_map_onto_volleys_configs():
      "RLlib experiment key 'num_samples' is not supported by volley"),
     ("a: {run: PPO, env: CartPole-v1, config: {num_gpus_per_worker: 1}}\n",
      "RLlib's num_gpus_per_worker=1 is not supported by volley: rollout workers act on the CPU"),
-    ("a: {run: PPOO, env: CartPole-v1}\n", "unknown algorithm 'PPOO'; did you mean 'ppo'"),
+    ("a: {run: PPOO, env: CartPole-v1}\n", "unknown algorithm 'PPOO'; did you mean one of 'ppo', 'appo'"),
 ])
 def test_a_bad_rllib_file_is_one_line_naming_it(tmp_path, text, message):
     path = tmp_path / "bad.yaml"
@@ -104,7 +104,7 @@ def test_get_trainable_cls_and_get_default_config():
     assert get_trainable_cls("APEX").__name__ == "ApexDQN" and get_trainable_cls("DQN").__name__ == "DQN"
     config = get_trainable_cls("PPO").get_default_config().training(lr=1e-4)
     assert isinstance(config, PPOConfig) and config.lr == 1e-4
-    with pytest.raises(ConfigError, match=r"unknown algorithm 'PPOO'; did you mean 'ppo'"):
+    with pytest.raises(ConfigError, match=r"unknown algorithm 'PPOO'; did you mean one of 'ppo', 'appo'"):
         get_trainable_cls("PPOO")
 
 
