@@ -116,7 +116,7 @@ def rllib_time_to(task: str, seed: int, max_seconds: float) -> dict:
         import gymnasium
 
         gymnasium.register_envs(ale_py)
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)  # never a stale cluster
     config = (APPOConfig().environment(env, clip_rewards=task == "pong-ram")
               .env_runners(num_env_runners=2, num_envs_per_env_runner=8)
               .learners(num_learners=0).reporting(min_time_s_per_iteration=1.0).debugging(seed=seed))
@@ -139,7 +139,7 @@ def rllib_time_to(task: str, seed: int, max_seconds: float) -> dict:
     finally:
         algo.stop()
         ray.shutdown()
-    return {"seconds": time.time() - STARTED, "steps": steps, "reward": mean, "reached": mean >= threshold}
+    return {"seconds": time.time() - STARTED, "steps": int(steps), "reward": float(mean), "reached": bool(mean >= threshold)}
 
 
 # -- the parent: fresh processes, interleaved, one table ----------------------------------------------

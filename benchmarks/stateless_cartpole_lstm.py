@@ -24,7 +24,7 @@ def run_volley(seed: int, use_lstm: bool = True) -> dict:
     from volley.presets import load_preset
 
     preset = load_preset("ppo-lstm-stateless-cartpole")
-    overrides = {"seed": seed} if use_lstm else {"seed": seed, "model": {"use_lstm": False}}
+    overrides = {"seed": seed} if use_lstm else {"seed": seed, "model": {**preset.config["model"], "use_lstm": False}}
     return train_volley(preset.make_config(overrides).build(), max_steps=BUDGET)
 
 

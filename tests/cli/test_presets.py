@@ -17,7 +17,7 @@ MPI = [name for name in preset_names() if load_preset(name).config.get("engine")
 IN_PROCESS = [name for name in preset_names() if name not in MPI]
 EXPECTED = {"ppo-cartpole", "ppo-pendulum", "ppo-halfcheetah", "ppo-hopper", "ppo-walker2d", "ppo-humanoid",
             "ppo-pong", "trpo-hopper", "trpo-pong-ram", "pg-pong", "dqn-cartpole", "apex-dqn-cartpole",
-            "dqn-pong", "sac-pendulum", "sac-halfcheetah"}
+            "dqn-pong", "sac-pendulum", "sac-halfcheetah", "ppo-lstm-stateless-cartpole"}
 
 
 def test_the_issue_s_presets_are_shipped_and_listed(capsys):
