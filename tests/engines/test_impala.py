@@ -259,7 +259,8 @@ def test_a_killed_worker_is_replaced_and_its_fragments_in_flight_dropped(ray_ses
         # the death is found when a request to the victim fails
         result = next(r for r in (algo.train() for _ in range(20)) if r["num_worker_restarts"])
         assert result["num_worker_restarts"] == 1 and algo.workers.actors[0] is not victim
-        assert 1 <= result["num_dropped_fragments"] <= 2
+        # the victim had every request it may hold in flight (the queue never fills): all are dropped
+        assert result["num_dropped_fragments"] == algo.config.max_requests_in_flight_per_sampler_worker
         steps, updates = result["timesteps_total"], result["learner_updates"]
         result = algo.train()
         assert result["timesteps_total"] > steps and result["learner_updates"] > updates
