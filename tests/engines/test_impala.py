@@ -120,7 +120,8 @@ def config(engine: str = "ray", cls: type[IMPALAConfig] = IMPALAConfig, **traini
 def test_local_engine_reports_the_lag_of_broadcast_interval():
     """Serially, a fragment acts with the weights published last: every broadcast_interval = 3 updates,
     so the updates after a publish train on fragments 0, 1 and 2 updates old."""
-    algo = config("local", broadcast_interval=3).build()
+    # bounded in steps, not seconds: a slow machine still takes at least 6 updates (each of ~38 steps)
+    algo = config("local", broadcast_interval=3).reporting(min_sample_timesteps_per_iteration=300).build()
     try:
         result = algo.train()
         updates = result["num_updates"]
