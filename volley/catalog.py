@@ -20,7 +20,7 @@ import gymnasium as gym
 import torch
 from torch import nn
 
-from volley.acting import ObsMask, ObsPreprocessor, find_action_mask, parameter_shapes
+from volley.acting import parameter_shapes
 from volley.config import ModelConfig, NetworkKind
 from volley.distributions import ActionDistribution, required_outputs
 from volley.errors import ConfigError
@@ -35,6 +35,7 @@ from volley.modelv2 import (
     model_observation_space,
 )
 from volley.named import CUSTOM_ACTION_DISTS, CUSTOM_MODELS, NamedObjects
+from volley.observations import ObsMask, ObsPreprocessor, find_action_mask
 from volley.recurrent import LSTMActorCritic
 
 
@@ -155,7 +156,7 @@ def build_policy(obs_space: gym.Space, action_space: gym.Space, model: ModelConf
     ``model.custom_model`` set, ``model_class`` is its class, and with ``model.custom_action_dist``
     set, ``action_dist_class`` is that one's (a worker gets them with its recipe; None: found by name
     in this process). A Dict observation holding ``action_mask_key`` masks the actions
-    (:func:`volley.acting.find_action_mask`)."""
+    (:func:`volley.observations.find_action_mask`)."""
     pre = ObsPreprocessor(obs_space, find_action_mask(obs_space, action_space, action_mask_key))
     dist_class = None
     if model.custom_action_dist is not None:

@@ -2,7 +2,7 @@
 composite spaces, the action mask applied where logits become a distribution, and RLlib's custom
 action distribution protocol.
 
-Acting draws in numpy (:mod:`volley.acting`'s heads, each environment's own random stream); the
+Acting draws in numpy (:mod:`volley.heads`, each environment's own random stream); the
 distributions here score those actions for the learner: ``log_prob``, ``entropy``, ``kl`` and
 ``mode``, each equal to the numpy head's and to ``torch.distributions``' on every part
 (tests/unit/test_distributions.py). A composite action space (:mod:`volley.spaces`) is a product
@@ -33,8 +33,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from volley.acting import Head, RandomStreams
 from volley.errors import ConfigError
+from volley.heads import Head, RandomStreams
 from volley.spaces import ActionLayout
 
 
@@ -92,7 +92,7 @@ class EpsilonGreedy(Categorical):
     the greedy one.
 
     It is the categorical distribution with probabilities ``ε/n + (1 - ε)·[a = argmax Q]``,
-    (workers draw from it in numpy: ``volley.acting.epsilon_greedy_head``); its mode is the
+    (workers draw from it in numpy: ``volley.heads.epsilon_greedy_head``); its mode is the
     greedy action at every ε. Masked Q-values (the dtype's minimum) get probability 0 and the
     allowed actions share ε.
     """
@@ -145,7 +145,7 @@ class SquashedGaussian(Distribution):
     """``a = tanh(u)``, ``u ~ N(mean, std)`` per action dimension: SAC's policy (Haarnoja et al.,
     2018), its actions in (-1, 1), which ``normalize_actions`` rescales to the space's bounds.
     With ``uniform`` (SAC's warm-up before learning starts) its density is uniform instead, as the
-    workers draw then (``volley.acting.squashed_gaussian_head``). SAC's losses read
+    workers draw then (``volley.heads.squashed_gaussian_head``). SAC's losses read
     :meth:`rsample`; it has no closed-form entropy or KL."""
 
     def __init__(self, mean: torch.Tensor, log_std: torch.Tensor, uniform: bool = False) -> None:

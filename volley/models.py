@@ -32,24 +32,13 @@ import torch
 from torch import nn
 
 from volley.acting import (
-    LOG_STD_MAX,
-    LOG_STD_MIN,
     Acting,
-    Head,
-    ObsMask,
     Previous,
-    RandomStreams,
     State,
     Twin,
-    action_head,
     actor_critic_twin,
-    epsilon_greedy_head,
-    policy_outputs,
     q_network_twin,
-    q_outputs,
-    squashed_gaussian_head,
     squashed_gaussian_twin,
-    squashed_outputs,
 )
 from volley.config import ModelConfig
 from volley.distributions import (
@@ -66,6 +55,19 @@ from volley.distributions import (
 )
 from volley.distributions import DiagGaussian as DiagGaussian
 from volley.errors import VolleyError
+from volley.heads import (
+    LOG_STD_MAX,
+    LOG_STD_MIN,
+    Head,
+    RandomStreams,
+    action_head,
+    epsilon_greedy_head,
+    policy_outputs,
+    q_outputs,
+    squashed_gaussian_head,
+    squashed_outputs,
+)
+from volley.observations import ObsMask
 from volley.spaces import action_layout
 
 # a batch's previous actions and rewards, for a recurrent network that reads them (acting.Previous)

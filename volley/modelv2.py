@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from volley.acting import Head, ObsMask, ObsPreprocessor, State, action_head, flat_size
+from volley.acting import State
 from volley.distributions import (
     CustomDistribution,
     Distribution,
@@ -40,7 +40,9 @@ from volley.distributions import (
     masked,
 )
 from volley.errors import ConfigError
+from volley.heads import Head, action_head
 from volley.models import ActorCriticPolicy, TorchPrevious
+from volley.observations import ObsMask, ObsPreprocessor, flat_size
 from volley.recurrent import zero_previous
 from volley.spaces import action_layout
 

@@ -25,10 +25,10 @@ from volley import (
     TorchModelV2,
     TRPOConfig,
 )
-from volley.acting import ObsPreprocessor
 from volley.catalog import build_policy, model_config_dict
 from volley.config import ModelConfig
 from volley.modelv2 import restore_original_dimensions
+from volley.observations import ObsPreprocessor
 from volley.rollout.worker import RolloutWorker
 
 

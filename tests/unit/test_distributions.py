@@ -10,10 +10,12 @@ import torch
 from gymnasium.spaces import Box, Dict, Discrete, MultiBinary, MultiDiscrete, Tuple
 
 from volley import Algorithm, ModelConfig, PPOConfig, TorchCategorical, TorchDiagGaussian
-from volley.acting import NumpyActor, action_head, epsilon_greedy_logp, find_action_mask
+from volley.acting import NumpyActor
 from volley.catalog import build_policy
 from volley.distributions import Categorical, EpsilonGreedy, action_distribution, masked
 from volley.errors import ConfigError, VolleyError
+from volley.heads import action_head, epsilon_greedy_logp
+from volley.observations import find_action_mask
 from volley.rollout.worker import EnvStreams
 from volley.spaces import MASKED, action_layout
 

@@ -10,9 +10,9 @@ from gymnasium.wrappers import TimeLimit
 from test_worker import Counter
 
 from volley import ConfigError, DQNConfig
-from volley.acting import epsilon_greedy_head
 from volley.algorithms.dqn import DQN, exploration_epsilon, q_targets
 from volley.config import ModelConfig
+from volley.heads import epsilon_greedy_head
 from volley.models import EpsilonGreedy, QNetwork, trunk
 from volley.rollout.worker import EnvStreams, RolloutWorker
 

@@ -8,9 +8,11 @@ import pytest
 import torch
 
 from volley import ModelConfig, VolleyError
-from volley.acting import NumpyActor, ObsPreprocessor, categorical_head, gaussian_head
+from volley.acting import NumpyActor
 from volley.catalog import build_policy
+from volley.heads import categorical_head, gaussian_head
 from volley.models import DiagGaussian
+from volley.observations import ObsPreprocessor
 from volley.rollout.worker import EnvStreams
 
 

@@ -15,10 +15,10 @@ from gymnasium.envs.classic_control import PendulumEnv
 from torch import distributions as td
 
 from volley import ConfigError, DefaultCallbacks, SACConfig, register_env
-from volley.acting import squashed_gaussian_logp
 from volley.algorithms.sac import critic_targets, sac_losses
 from volley.config import ModelConfig
 from volley.distributions import SquashedGaussian
+from volley.heads import squashed_gaussian_logp
 from volley.models import SquashedGaussianActor, StackedQ
 from volley.replay import n_step_columns
 from volley.schedules import value_at

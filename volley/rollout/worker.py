@@ -31,15 +31,7 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 import numpy as np
 
-from volley.acting import (
-    Acting,
-    NumpyActor,
-    ObsPreprocessor,
-    Previous,
-    State,
-    find_action_mask,
-    zero_actions,
-)
+from volley.acting import Acting, NumpyActor, Previous, State, zero_actions
 from volley.callbacks import EPISODE_HOOKS, DefaultCallbacks, EpisodeRecord, Hooks
 from volley.config import AlgorithmConfig, RolloutPlan
 from volley.envs import (
@@ -54,6 +46,7 @@ from volley.envs import (
 )
 from volley.errors import EnvError, VolleyError
 from volley.named import CUSTOM_ACTION_DISTS, CUSTOM_MODELS
+from volley.observations import ObsPreprocessor, find_action_mask
 from volley.rollout.batch import Batch
 from volley.rollout.episodes import EpisodeTracker, sub_environments_created
 from volley.rollout.filters import FilterStats, RewardNormalizer, make_filter
