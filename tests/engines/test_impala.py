@@ -248,6 +248,20 @@ def test_ray_results_report_how_stale_and_busy_the_stream_was(ray_session):
         algo.stop()
 
 
+def test_sample_on_ray_workers_acts_with_the_learners_current_weights(ray_session):
+    """``algo.sample()`` works on IMPALA's fragment workers as on synchronous ones: every worker's
+    batch, acted with the weights the learner has now (not the ones it last broadcast)."""
+    algo = small(broadcast_interval=100).build()
+    try:
+        algo.train()
+        algo.policy.set_flat_weights(head_bias_weights(0.7))
+        batch = algo.sample()
+        assert acted_bias(batch) == pytest.approx(0.7, abs=1e-4)
+        assert 2 * 2 * 10 * 0.8 < int((~batch["bootstrap"]).sum()) <= 2 * 2 * 10  # 2 workers x 2 envs x 10 steps
+    finally:
+        algo.stop()
+
+
 # -- faults ---------------------------------------------------------------------------------------------
 
 

@@ -48,6 +48,11 @@ class FragmentWorker:
     def spaces(self) -> tuple[gym.Space, gym.Space]:
         return self.worker.spaces()
 
+    def sample(self, weights: np.ndarray, filters: FilterStats | None, num_episodes: int | None = None) -> SampleResult:
+        """What ``Algorithm.sample()`` asks every worker for: a batch with the weights it is given, as a
+        synchronous worker samples (the stream's fragments go on from where this leaves the environments)."""
+        return self.worker.sample(weights, filters, num_episodes)
+
     def fragment(self, published: Published | None, version: int) -> Fragment:
         """Sample one fragment; ``published`` weights and filter statistics (version ``version``)
         replace the ones kept unless None."""
