@@ -17,7 +17,7 @@ import gymnasium as gym
 import pytest
 import torch
 
-from volley import Algorithm, ConfigError, DQNConfig, PGConfig, PPOConfig
+from volley import Algorithm, ConfigError, DQNConfig, PGConfig, PPOConfig, SACConfig
 from volley.config import AlgorithmConfig, ModelConfig
 from volley.envs import GuardedVectorEnv, register_env
 from volley.rllib_compat import rllib_key
@@ -157,6 +157,16 @@ def test_dqn_from_rllibs_to_dict_has_rllibs_values(stack):
         start, end, steps = explore["initial_epsilon"], explore["final_epsilon"], explore["epsilon_timesteps"]
     assert (config.epsilon_start, config.epsilon_end, config.epsilon_decay_steps) == (start, end, steps)
     assert DQNConfig.from_dict(config.to_dict()).to_dict() == config.to_dict()
+
+
+@pytest.mark.parametrize(("stack", "actor_lr"), [("new_stack", 3e-5), ("old_stack", 3e-4)])
+def test_sac_from_rllibs_to_dict_takes_the_learning_rates_of_its_stack(stack, actor_lr):
+    """RLlib 2.60's SAC dump holds actor_lr=3e-5 (the new stack's) and optimization's 3e-4 (the old
+    stack's): RLlib trains with the set its enable_rl_module_and_learner names, and so does volley."""
+    rllib, config = round_trip("SAC", "2.60.0", stack)
+    assert rllib["actor_lr"] == 3e-5 and rllib["optimization"]["actor_learning_rate"] == 3e-4
+    assert config.learning_rates(config.lr) == (actor_lr, 3e-4, 3e-4)
+    assert SACConfig.from_dict(config.to_dict()).to_dict() == config.to_dict()
 
 
 def test_rllibs_own_defaults_that_used_to_be_refused():

@@ -5,6 +5,7 @@ Torch-free, as every module of :mod:`volley.algorithm_configs`.
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -115,6 +116,18 @@ class SACConfig(ReplayKeys):
         "store_buffer_in_checkpoints; can be gigabytes)")
     model: ModelConfig = option(SAC_NETWORK, "training", "the policy network (RLlib's policy_model_config)")
     q_model_config: ModelConfig = option(SAC_NETWORK, "training", "each Q-network (over observation and action)")
+
+    def update(self, **kwargs: Any) -> typing.Self:
+        """As :meth:`AlgorithmConfig.update`; a dump of RLlib's SACConfig (``to_dict()``) holds both
+        stacks' learning rates, the new stack's ``actor_lr`` / ``critic_lr`` / ``alpha_lr`` and the old
+        stack's ``optimization``, and RLlib trains with the set its ``enable_rl_module_and_learner``
+        names (RLlib 2.60's default ``actor_lr`` 3e-5 against ``optimization``'s 3e-4), so volley
+        takes that set and leaves the other."""
+        old = {"optimization", "optimization_config"} & kwargs.keys()
+        if old and {"actor_lr", "critic_lr", "alpha_lr"} & kwargs.keys():
+            unused = old if kwargs.get("enable_rl_module_and_learner", True) else {"actor_lr", "critic_lr", "alpha_lr"}
+            kwargs = {key: value for key, value in kwargs.items() if key not in unused}
+        return super().update(**kwargs)
 
     @property
     def network(self) -> NetworkKind:
