@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from volley.callbacks import callbacks_name
-from volley.coercion import coerce, type_name
+from volley.coercion import coerce
 from volley.errors import ConfigError, did_you_mean, shown
 from volley.named import CUSTOM_ACTION_DISTS, CUSTOM_MODELS, env_name
 from volley.rllib_compat import NOT_PASSED_TO_CUSTOM_MODELS, rllib_key
@@ -656,39 +656,3 @@ class AlgorithmConfig:
         """What every ``build(env=...)`` does first: set ``env`` on this config, as RLlib does."""
         return self if env is None else self.environment(env)
 
-
-def reference_markdown(cls: type[AlgorithmConfig], keys: Collection[str] | None = None,
-                       heading: str = "##") -> str:
-    """A markdown table of the keys of ``cls`` (all, or only ``keys``), then ModelConfig's.
-
-    docs/configuration.md and the algorithm pages under docs/algorithms/ are generated from it.
-    """
-
-    def default_of(f: dataclasses.Field) -> str:
-        if f.default_factory is not dataclasses.MISSING:
-            value = f.default_factory()
-            return "see below" if dataclasses.is_dataclass(value) else f"`{value!r}`"
-        return f"`{f.default!r}`"
-
-    aliases: dict[str, list[str]] = {}
-    for alias, name in cls.ALIASES.items():
-        aliases.setdefault(name, []).append(f"`{alias}`")
-    for alias, target in cls.SB3_KEYS.items():
-        if isinstance(target, str):
-            aliases.setdefault(target, []).append(f"SB3's `{alias}`")
-    lines = [f"{heading} {cls.__name__}", "", "| key | type | default | set with | meaning |",
-             "| --- | --- | --- | --- | --- |"]
-    for name, (spec, hint) in cls.field_specs().items():
-        if keys is not None and name not in keys:
-            continue
-        also = f" (also {', '.join(aliases[name])})" if name in aliases else ""
-        lines.append(f"| `{name}`{also} | {type_name(hint)} | {default_of(spec)} | "
-                     f"`.{spec.metadata['group']}()` | {spec.metadata['help']} |")
-    lines += ["", f"{heading}# model (ModelConfig)", "", "| key | type | default | meaning |",
-              "| --- | --- | --- | --- |"]
-    hints = typing.get_type_hints(ModelConfig)
-    model = cls().model  # this algorithm's model defaults (PG's differ)
-    for spec in dataclasses.fields(ModelConfig):
-        lines.append(f"| `{spec.name}` | {type_name(hints[spec.name])} | `{getattr(model, spec.name)!r}` | "
-                     f"{spec.metadata['help']} |")
-    return "\n".join(lines) + "\n"
