@@ -18,8 +18,7 @@ the engine an :class:`~volley.engines.AsyncSpec` of numbers and callables):
    never takes more than ``updates_per_step`` updates per sampled environment step (after
    ``learning_starts``); the workers wait for it only with ``max_sample_lead``.
 
-``train()`` returns after ``min_time_s_per_iteration`` seconds, once a worker has reported (so never
-with no steps), with the algorithm's statistics
+``train()`` returns after ``min_time_s_per_iteration`` seconds with the algorithm's statistics
 and ``learner_updates``, ``replay_size``, ``weight_version_lag``, ``sample_throughput``,
 ``train_throughput``, ``num_worker_restarts`` (acting workers that died and were replaced)
 and ``num_shard_restarts`` (replay shards replaced, empty).
@@ -125,8 +124,7 @@ class ApexLearner(Algorithm):
         start = time.perf_counter()
         updates_before, lags = self.learner_updates, list[int]()
         self.begin_updates()
-        # and until a worker reported (at start-up or a resume, their start can outlast the time)
-        while time.perf_counter() < start + cfg.min_time_s_per_iteration or not self._steps_this_iter:
+        while time.perf_counter() < start + cfg.min_time_s_per_iteration:
             drawn = self.workers.next_minibatch() if self.may_update() else None
             # waits only when there is nothing to learn from yet
             self.take_reports(self.workers.poll(timeout=0.0 if drawn else 0.01), lags)
