@@ -37,7 +37,7 @@ TARGET_PREFIX = "target."  # checkpoint tensors of the target network
 # IMPALA's CartPole settings with RLlib's entropy bonus and twice the step size: the clip keeps the
 # policy from collapsing (``APPOConfig().update(**CARTPOLE)``). 2 Ray workers x 8 environments,
 # seed 0 repeated (the stream's arrival order differs run to run), one core taken by another job:
-# at IMPALA's lr 1e-3, 14 runs took 111k-234k steps to 475 but one fell back to 147 and was
+# at IMPALA's lr 1e-3, 13 of 14 runs took 90k-234k steps to 475 but one fell back to 147 and was
 # still there at 605k (a CI run saw the same at 607k); at 2e-3, 24 runs took 62k-274k
 # (median 107k), none fell back.
 CARTPOLE = {**impala.CARTPOLE, "entropy_coeff": 0.01, "lr": 2e-3}
