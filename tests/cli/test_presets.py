@@ -33,14 +33,9 @@ def test_preset_trains_one_iteration(name, ray_session):
     preset = load_preset(name)
     algo = preset.make_config().build()
     try:
-        result = algo.train()
-        # Ape-X's iteration is 1 s of its learner: on a loaded machine its Ray workers may still be starting
-        asynchronous = preset.algo == "apex_dqn"
-        while asynchronous and result["timesteps_total"] == 0 and result["training_iteration"] < 20:
-            result = algo.train()
+        result = algo.train()  # Ape-X's first iteration waits for its workers' first report
     finally:
         algo.stop()
-    assert result["training_iteration"] == 1 or asynchronous  # one step of every synchronous algorithm
     assert result["timesteps_this_iter"] > 0
     assert algo.config.env == preset.env
 

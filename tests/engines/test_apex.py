@@ -114,6 +114,19 @@ def test_learner_trains_on_what_the_workers_push(ray_session):
         assert_dies(ray_session, ping)
 
 
+def test_the_first_iteration_waits_for_a_first_report(ray_session):
+    """The workers start on the first train(); on a loaded machine that outlasts a short
+    iteration, which would return a result with no steps. The first iteration waits for a first
+    report (bounded); later ones keep to their time."""
+    algo = small(max_sample_lead=256).reporting(min_time_s_per_iteration=0.01).build()
+    try:
+        first = algo.train()
+        assert first["timesteps_this_iter"] > 0, first
+        assert algo.train()["time_this_iter_s"] < 5  # no wait once the workers have reported
+    finally:
+        algo.stop()
+
+
 def assert_dies(ray, ping) -> None:
     for _ in range(20):
         try:

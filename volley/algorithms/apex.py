@@ -18,7 +18,9 @@ the engine an :class:`~volley.engines.AsyncSpec` of numbers and callables):
    never takes more than ``updates_per_step`` updates per sampled environment step (after
    ``learning_starts``); the workers wait for it only with ``max_sample_lead``.
 
-``train()`` returns after ``min_time_s_per_iteration`` seconds with the algorithm's statistics
+``train()`` returns after ``min_time_s_per_iteration`` seconds (the first one after the workers
+start, also not before a worker has reported, for up to ``FIRST_REPORT_WAIT_S``: their start-up
+can outlast the iteration's time, which would report no steps) with the algorithm's statistics
 and ``learner_updates``, ``replay_size``, ``weight_version_lag``, ``sample_throughput``,
 ``train_throughput``, ``num_worker_restarts`` (acting workers that died and were replaced)
 and ``num_shard_restarts`` (replay shards replaced, empty).
@@ -40,6 +42,10 @@ from volley.engines import AsyncSpec, WorkerGroup, make_async_worker_group
 from volley.engines.base import ActorReport, AsyncWorkerGroup, Explore, Priorities
 from volley.envs import EnvCreator
 from volley.rollout.batch import Batch
+
+# the longest the first iteration after the workers start waits for a first report (a worker
+# starts in 1-3 s here; ten times that on a loaded machine)
+FIRST_REPORT_WAIT_S = 60.0
 
 
 class ApexLearner(Algorithm):
@@ -105,6 +111,7 @@ class ApexLearner(Algorithm):
         self.setup_learner()
         self.learner_updates = 0
         self.started = False  # the workers start on the first train(), after any restore
+        self.reported = False  # a worker has reported since they started
 
     def may_update(self) -> bool:
         """Learning has started and the learner is not ahead of ``updates_per_step``."""
@@ -124,7 +131,8 @@ class ApexLearner(Algorithm):
         start = time.perf_counter()
         updates_before, lags = self.learner_updates, list[int]()
         self.begin_updates()
-        while time.perf_counter() < start + cfg.min_time_s_per_iteration:
+        while (time.perf_counter() < start + cfg.min_time_s_per_iteration
+               or not self.reported and time.perf_counter() < start + FIRST_REPORT_WAIT_S):
             drawn = self.workers.next_minibatch() if self.may_update() else None
             # waits only when there is nothing to learn from yet
             self.take_reports(self.workers.poll(timeout=0.0 if drawn else 0.01), lags)
@@ -150,6 +158,7 @@ class ApexLearner(Algorithm):
     def take_reports(self, reports: list[ActorReport], lags: list[int]) -> None:
         """Fold the workers' episodes and steps into the counters; note how stale their weights were."""
         self._merge([report.result for report in reports])
+        self.reported = self.reported or bool(reports)
         lags.extend(self.workers.weight_version - report.weight_version for report in reports)
 
     # -- checkpoints: the learner's state, counters and (optionally) the replay shards ----------
