@@ -104,6 +104,20 @@ def volley_time_to(algo: str, task: str, seed: int, max_seconds: float) -> dict:
             "reward": result["episode_reward_mean"], "reached": result["episode_reward_mean"] >= threshold}
 
 
+def make_ale_env(env_config: dict) -> Any:
+    """ALE/Pong-ram-v5 in RLlib's env runner process, which has not imported ale_py: ale-py 0.12
+    registers no ``-ram`` ids, so the RAM observations are ``ALE/Pong-v5``'s ``obs_type="ram"``
+    (the alias volley registers, volley/envs.py), as float32 (RLlib's new stack feeds the bytes to
+    its network as they are, and a uint8 matrix cannot meet float weights)."""
+    import ale_py
+    import gymnasium
+    import numpy as np
+
+    gymnasium.register_envs(ale_py)
+    return gymnasium.wrappers.DtypeObservation(gymnasium.make("ALE/Pong-v5", obs_type="ram", **env_config),
+                                               np.float32)
+
+
 def rllib_time_to(task: str, seed: int, max_seconds: float) -> dict:
     """RLlib's APPO (new API stack) with tuned_examples/appo/cartpole_appo.py's settings, on 2 env
     runners of 8 environments and a learner in the driver, as volley's."""
@@ -111,11 +125,10 @@ def rllib_time_to(task: str, seed: int, max_seconds: float) -> dict:
     from ray.rllib.algorithms.appo import APPOConfig
 
     env, threshold, max_steps = TASKS[task]
-    if task == "pong-ram":
-        import ale_py
-        import gymnasium
+    if task == "pong-ram":  # the env runners are processes of their own: each registers ALE's envs
+        from ray.tune.registry import register_env
 
-        gymnasium.register_envs(ale_py)
+        register_env(env, make_ale_env)
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)  # never a stale cluster
     config = (APPOConfig().environment(env, clip_rewards=task == "pong-ram")
               .env_runners(num_env_runners=2, num_envs_per_env_runner=8)
@@ -124,7 +137,10 @@ def rllib_time_to(task: str, seed: int, max_seconds: float) -> dict:
         config = (config.training(train_batch_size_per_learner=1000, vf_loss_coeff=0.05, entropy_coeff=0.01,
                                   num_epochs=2, lr=0.00075, minibatch_size=250)
                   .rl_module(model_config={"fcnet_hiddens": [32]}))
-    else:
+    else:  # volley's Pong-RAM settings, the bytes standardised by RLlib's running filter as volley's are
+        from ray.rllib.connectors.env_to_module import MeanStdFilter
+
+        config = config.env_runners(env_to_module_connector=lambda env, spaces=None, device=None: MeanStdFilter())
         config = (config.training(lr=5e-4, train_batch_size_per_learner=800, vf_loss_coeff=0.5,
                                   entropy_coeff=0.01, grad_clip=10.0, clip_param=0.3)
                   .rl_module(model_config={"fcnet_hiddens": [256, 256], "fcnet_activation": "relu"}))
