@@ -36,6 +36,7 @@ def test_preset_trains_one_iteration(name, ray_session):
         result = algo.train()  # Ape-X's first iteration waits for its workers' first report
     finally:
         algo.stop()
+    assert result["training_iteration"] == 1
     assert result["timesteps_this_iter"] > 0
     assert algo.config.env == preset.env
 
