@@ -86,6 +86,29 @@ def test_every_page_is_linked_from_the_index_and_every_link_resolves():
             assert resolved.exists(), f"{page.relative_to(ROOT)} -> {target}"
 
 
+def heading_anchors(page: Path) -> set[str]:
+    """The #anchors GitHub gives a page's headings: lower case, punctuation dropped, spaces
+    to hyphens, and -1, -2, ... on repeats."""
+    anchors: set[str] = set()
+    for heading in re.findall(r"^#+ (.+)$", page.read_text(), flags=re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        repeat = 1
+        anchor = slug
+        while anchor in anchors:
+            anchor, repeat = f"{slug}-{repeat}", repeat + 1
+        anchors.add(anchor)
+    return anchors
+
+
+def test_every_link_to_a_section_names_a_heading_of_its_page():
+    for page in [*DOCS.rglob("*.md"), ROOT / "README.md", ROOT / "examples" / "README.md"]:
+        for target, anchor in re.findall(r"\]\(([^)\s#]*)#([^)\s]+)\)", page.read_text()):
+            if re.match(r"[a-z]+:", target):
+                continue
+            linked = (page.parent / target).resolve() if target else page
+            assert anchor in heading_anchors(linked), f"{page.relative_to(ROOT)} -> {target}#{anchor}"
+
+
 @pytest.mark.parametrize("script", sorted((DOCS / "slurm").glob("*.sbatch")), ids=lambda p: p.name)
 def test_slurm_scripts_parse_and_start_volley(script):
     """No Slurm here: bash parses each script, and each really starts a volley run."""
