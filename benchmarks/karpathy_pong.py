@@ -123,13 +123,22 @@ def standardized(values: np.ndarray) -> np.ndarray:
 
 
 class Reference:
-    """The post's network, gradient and RMSProp."""
+    """The post's network, gradient and RMSProp.
+
+    ``head_rows=2`` gives the head a row per action, as volley's categorical head has (without
+    its biases), to measure what that difference does. The logit is then the UP row's score
+    less the DOWN row's, and the two rows get equal and opposite gradients, hence equal
+    RMSProp averages and equal and opposite steps. So ``W2`` here stays that difference: it
+    starts as the difference of two N(0, 1/200) rows, and each update steps it twice as far."""
 
     def __init__(self, rng: np.random.Generator, lr: float = 1e-4, decay: float = 0.99,
-                 gamma: float = 0.99) -> None:
+                 gamma: float = 0.99, head_rows: int = 1) -> None:
         self.lr, self.decay, self.gamma = lr, decay, gamma
-        self.model = {"W1": (rng.standard_normal((HIDDEN, PIXELS)) / np.sqrt(PIXELS)).astype(np.float32),
-                      "W2": (rng.standard_normal(HIDDEN) / np.sqrt(HIDDEN)).astype(np.float32)}
+        w1 = rng.standard_normal((HIDDEN, PIXELS)) / np.sqrt(PIXELS)
+        w2 = rng.standard_normal((head_rows, HIDDEN)) / np.sqrt(HIDDEN)
+        self.model = {"W1": w1.astype(np.float32),
+                      "W2": (w2[0] if head_rows == 1 else w2[0] - w2[1]).astype(np.float32)}
+        self.step_scale = {"W1": 1.0, "W2": float(head_rows)}
         self.cache = {k: np.zeros_like(v) for k, v in self.model.items()}
         self.grad = {k: np.zeros_like(v) for k, v in self.model.items()}
 
@@ -151,7 +160,7 @@ class Reference:
         for k, param in self.model.items():
             g = self.grad[k]
             self.cache[k] = self.decay * self.cache[k] + (1 - self.decay) * g * g
-            param += self.lr * g / (np.sqrt(self.cache[k]) + 1e-5)
+            param += self.step_scale[k] * self.lr * g / (np.sqrt(self.cache[k]) + 1e-5)
             g[:] = 0.0
 
 
@@ -196,7 +205,7 @@ def make_env(variant: str, seed: int) -> Any:
 def run_reference(args: argparse.Namespace) -> None:
     state_path = args.out.with_suffix(".state.npz")
     rng = np.random.default_rng(args.seed)
-    net = Reference(rng)
+    net = Reference(rng, head_rows=args.head_rows)
     episode = 0
     if state_path.exists():
         with np.load(state_path) as data:
@@ -265,7 +274,8 @@ def check_same_update(variant: str, seed: int) -> None:
     volley's head less the DOWN row), then one update of each from them: how far apart the
     gradients and the first-layer step are. What remains different by construction: volley's
     head has a row per action (the UP-minus-DOWN difference steps twice as far under
-    RMSProp) and biases (zero at first, then trained)."""
+    RMSProp: compared with the reference's ``head_rows=2``) and biases (zero at first, then
+    trained)."""
     import torch
 
     from volley.presets import load_preset
@@ -277,7 +287,7 @@ def check_same_update(variant: str, seed: int) -> None:
         {"engine": "local", "num_workers": 0, "mode": "samples", "env_config": ENV_VARIANTS[variant]}).build()
     start = algo.policy.get_weights()
     rng = np.random.default_rng(seed)
-    net = Reference(rng)
+    net = Reference(rng, head_rows=2)
     net.model = {"W1": start["pi_body.0.weight"].copy(),
                  "W2": start["pi_head.weight"][0] - start["pi_head.weight"][1]}  # action 0 is UP
     env = make_env(variant, seed)
@@ -298,8 +308,12 @@ def check_same_update(variant: str, seed: int) -> None:
     reference_grads = {k: v.copy() for k, v in net.grad.items()}
     net.update()
     algo.optimizer.step()
-    steps = {"volley": algo.policy.get_weights()["pi_body.0.weight"] - start["pi_body.0.weight"],
+    after = algo.policy.get_weights()
+    steps = {"volley": after["pi_body.0.weight"] - start["pi_body.0.weight"],
              "reference": net.model["W1"] - start["pi_body.0.weight"]}
+    head_start = start["pi_head.weight"][0] - start["pi_head.weight"][1]
+    head_steps = {"volley": after["pi_head.weight"][0] - after["pi_head.weight"][1] - head_start,
+                  "reference": net.model["W2"] - head_start}
 
     def apart(a: np.ndarray, b: np.ndarray) -> str:
         return f"{np.abs(a - b).max() / np.abs(b).max():.1e}"
@@ -309,6 +323,9 @@ def check_same_update(variant: str, seed: int) -> None:
           f"  head gradient, UP row {apart(grads['pi_head.weight'][0], reference_grads['W2'])}, "
           f"DOWN row {apart(-grads['pi_head.weight'][1], reference_grads['W2'])}\n"
           f"  first-layer RMSProp step {apart(steps['volley'], steps['reference'])}\n"
+          f"  UP-minus-DOWN head step: against the two-row reference's (--head-rows 2) "
+          f"{apart(head_steps['volley'], head_steps['reference'])}, against the post's one row "
+          f"(half of it) {apart(head_steps['volley'], head_steps['reference'] / 2)}\n"
           f"volley's bias gradients (the reference has no biases): hidden up to "
           f"{np.abs(grads['pi_body.0.bias']).max():.2f}, head {grads['pi_head.bias'].round(2).tolist()}")
     algo.stop()
@@ -380,6 +397,8 @@ def main() -> None:
                         help="reference: standardise the returns over each episode (the post's script) "
                              "or over the batch")
     parser.add_argument("--batch-episodes", type=int, default=10, help="reference: episodes per update")
+    parser.add_argument("--head-rows", type=int, choices=[1, 2], default=1,
+                        help="reference: 2 gives the head a row per action, as volley's has (see Reference)")
     parser.add_argument("--engine", choices=["local", "ray"], default="local",
                         help="volley: 'local' steps the 2 workers in this process (pausable, the learning "
                              "is the same); 'ray' runs them as 2 Ray actors, for timing")
