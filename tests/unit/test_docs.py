@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import re
 import subprocess
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -89,14 +90,12 @@ def test_every_page_is_linked_from_the_index_and_every_link_resolves():
 def heading_anchors(page: Path) -> set[str]:
     """The #anchors GitHub gives a page's headings: lower case, punctuation dropped, spaces
     to hyphens, and -1, -2, ... on repeats."""
+    seen: Counter[str] = Counter()
     anchors: set[str] = set()
     for heading in re.findall(r"^#+ (.+)$", page.read_text(), flags=re.M):
         slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
-        repeat = 1
-        anchor = slug
-        while anchor in anchors:
-            anchor, repeat = f"{slug}-{repeat}", repeat + 1
-        anchors.add(anchor)
+        anchors.add(f"{slug}-{seen[slug]}" if seen[slug] else slug)
+        seen[slug] += 1
     return anchors
 
 
