@@ -241,6 +241,49 @@ def run_reference(args: argparse.Namespace) -> None:
 
 # -- volley's preset --------------------------------------------------------------------------
 
+POST_NETWORK = "karpathy_post_network"
+
+
+def register_post_network() -> None:
+    """Register, under ``POST_NETWORK``, the post's network as a custom model for volley: no
+    biases, and one logit, P(UP) = σ(w·h). volley's categorical reads it as the logits
+    ``[w·h, 0]`` (action 0 is UP, 1 DOWN), whose softmax is that sigmoid and whose gradient at
+    ``w·h`` is the post's ``y - p``. The weights start as the reference's (N(0, 1/fan_in)).
+    REINFORCE reads no value, so the value is zero."""
+    import torch
+    from torch import nn
+
+    from volley import ModelCatalog, TorchModelV2
+
+    class PostNetwork(TorchModelV2, nn.Module):
+        def __init__(self, obs_space: Any, action_space: Any, num_outputs: int, model_config: dict,
+                     name: str) -> None:
+            TorchModelV2.__init__(self, obs_space, action_space, num_outputs, model_config, name)
+            nn.Module.__init__(self)
+            self.hidden = nn.Linear(PIXELS, HIDDEN, bias=False)
+            self.up = nn.Linear(HIDDEN, 1, bias=False)
+            for layer in (self.hidden, self.up):
+                nn.init.normal_(layer.weight, 0.0, 1.0 / np.sqrt(layer.in_features))
+
+        def forward(self, input_dict: dict, state: list, seq_lens: Any) -> tuple[torch.Tensor, list]:
+            logit = self.up(torch.relu(self.hidden(input_dict["obs"].flatten(1))))
+            self._batch = len(logit)
+            return torch.cat([logit, torch.zeros_like(logit)], dim=1), state
+
+        def value_function(self) -> torch.Tensor:
+            return torch.zeros(self._batch)
+
+    ModelCatalog.register_custom_model(POST_NETWORK, PostNetwork)
+
+
+def volley_overrides(network: str) -> dict[str, Any]:
+    """The preset's network (``volley``: a row per action, biases) or the post's (``post``)."""
+    if network == "volley":
+        return {}
+    register_post_network()
+    return {"model": {"custom_model": POST_NETWORK}}
+
+
 def run_volley(args: argparse.Namespace) -> None:
     import torch
     import yaml
@@ -252,7 +295,7 @@ def run_volley(args: argparse.Namespace) -> None:
     ckpt = args.out.with_suffix(".ckpt")
     preset = load_preset("pg-pong")
     overrides = {"engine": args.engine, "num_workers": 2, "seed": args.seed, "log_level": "WARNING",
-                 "env_config": ENV_VARIANTS[args.env_variant],
+                 "env_config": ENV_VARIANTS[args.env_variant], **volley_overrides(args.network),
                  **{key: yaml.safe_load(value) for key, value in (kv.split("=", 1) for kv in args.set)}}
     if (ckpt / "volley_checkpoint.json").exists():
         algo = Algorithm.from_checkpoint(ckpt, engine=args.engine)
@@ -269,13 +312,15 @@ def run_volley(args: argparse.Namespace) -> None:
     algo.stop()
 
 
-def check_same_update(variant: str, seed: int) -> None:
-    """Two episodes played by the reference with volley's initial weights (W2 = the UP row of
-    volley's head less the DOWN row), then one update of each from them: how far apart the
-    gradients and the first-layer step are. What remains different by construction: volley's
-    head has a row per action (the UP-minus-DOWN difference steps twice as far under
-    RMSProp: compared with the reference's ``head_rows=2``) and biases (zero at first, then
-    trained)."""
+def check_same_update(variant: str, seed: int, network: str) -> None:
+    """Two episodes played by the reference with volley's initial weights, then one update of
+    each from them: how far apart the gradients and the steps are.
+
+    With ``network="post"`` volley's network is the post's (:func:`register_post_network`), so
+    every number should agree to float32 rounding. With the preset's network (``"volley"``) the
+    reference's ``W2`` is the UP row of volley's head less the DOWN row, and two differences
+    remain by construction: the difference steps twice as far under RMSProp (compared with the
+    reference's ``head_rows=2``), and volley has biases (zero at first, then trained)."""
     import torch
 
     from volley.presets import load_preset
@@ -284,12 +329,18 @@ def check_same_update(variant: str, seed: int) -> None:
 
     torch.set_num_threads(1)
     algo = load_preset("pg-pong").make_config(
-        {"engine": "local", "num_workers": 0, "mode": "samples", "env_config": ENV_VARIANTS[variant]}).build()
+        {"engine": "local", "num_workers": 0, "mode": "samples", "env_config": ENV_VARIANTS[variant],
+         **volley_overrides(network)}).build()
+    post = network == "post"
+    first, head = ("model.hidden.weight", "model.up.weight") if post else ("pi_body.0.weight", "pi_head.weight")
+
+    def head_logit(weights: dict[str, np.ndarray]) -> np.ndarray:  # the weights of P(UP)'s logit
+        return weights[head][0] if post else weights[head][0] - weights[head][1]  # action 0 is UP
+
     start = algo.policy.get_weights()
     rng = np.random.default_rng(seed)
-    net = Reference(rng, head_rows=2)
-    net.model = {"W1": start["pi_body.0.weight"].copy(),
-                 "W2": start["pi_head.weight"][0] - start["pi_head.weight"][1]}  # action 0 is UP
+    net = Reference(rng, head_rows=1 if post else 2)
+    net.model = {"W1": start[first].copy(), "W2": head_logit(start).copy()}
     env = make_env(variant, seed)
     columns: dict[str, list[np.ndarray]] = {"obs": [], "actions": [], "rewards": [], "cuts": []}
     for _ in range(2):
@@ -309,25 +360,22 @@ def check_same_update(variant: str, seed: int) -> None:
     net.update()
     algo.optimizer.step()
     after = algo.policy.get_weights()
-    steps = {"volley": after["pi_body.0.weight"] - start["pi_body.0.weight"],
-             "reference": net.model["W1"] - start["pi_body.0.weight"]}
-    head_start = start["pi_head.weight"][0] - start["pi_head.weight"][1]
-    head_steps = {"volley": after["pi_head.weight"][0] - after["pi_head.weight"][1] - head_start,
-                  "reference": net.model["W2"] - head_start}
 
     def apart(a: np.ndarray, b: np.ndarray) -> str:
         return f"{np.abs(a - b).max() / np.abs(b).max():.1e}"
 
-    print(f"{len(batch['obs'])} steps; max |volley - reference| / max |reference|:\n"
-          f"  first-layer gradient {apart(grads['pi_body.0.weight'], reference_grads['W1'])}\n"
-          f"  head gradient, UP row {apart(grads['pi_head.weight'][0], reference_grads['W2'])}, "
-          f"DOWN row {apart(-grads['pi_head.weight'][1], reference_grads['W2'])}\n"
-          f"  first-layer RMSProp step {apart(steps['volley'], steps['reference'])}\n"
-          f"  UP-minus-DOWN head step: against the two-row reference's (--head-rows 2) "
-          f"{apart(head_steps['volley'], head_steps['reference'])}, against the post's one row "
-          f"(half of it) {apart(head_steps['volley'], head_steps['reference'] / 2)}\n"
-          f"volley's bias gradients (the reference has no biases): hidden up to "
-          f"{np.abs(grads['pi_body.0.bias']).max():.2f}, head {grads['pi_head.bias'].round(2).tolist()}")
+    head_step = head_logit(after) - head_logit(start)
+    reference_head_step = net.model["W2"] - head_logit(start)
+    print(f"{network} network, {len(batch['obs'])} steps; max |volley - reference| / max |reference|:\n"
+          f"  first-layer gradient {apart(grads[first], reference_grads['W1'])}\n"
+          f"  head gradient, UP {apart(grads[head][0], reference_grads['W2'])}"
+          + ("" if post else f", DOWN row {apart(-grads[head][1], reference_grads['W2'])}") + "\n"
+          f"  first-layer RMSProp step {apart(after[first] - start[first], net.model['W1'] - start[first])}\n"
+          f"  UP logit's head step {apart(head_step, reference_head_step)}"
+          + ("" if post else f" (against the two-row reference, --head-rows 2), against the post's one row "
+             f"(half of it) {apart(head_step, reference_head_step / 2)}\n"
+             f"volley's bias gradients (the reference has no biases): hidden up to "
+             f"{np.abs(grads['pi_body.0.bias']).max():.2f}, head {grads['pi_head.bias'].round(2).tolist()}"))
     algo.stop()
 
 
@@ -399,6 +447,9 @@ def main() -> None:
     parser.add_argument("--batch-episodes", type=int, default=10, help="reference: episodes per update")
     parser.add_argument("--head-rows", type=int, choices=[1, 2], default=1,
                         help="reference: 2 gives the head a row per action, as volley's has (see Reference)")
+    parser.add_argument("--network", choices=["volley", "post"], default="volley",
+                        help="volley: the preset's network (a row per action, biases) or the post's, as a "
+                             "custom model (one logit, no biases)")
     parser.add_argument("--engine", choices=["local", "ray"], default="local",
                         help="volley: 'local' steps the 2 workers in this process (pausable, the learning "
                              "is the same); 'ray' runs them as 2 Ray actors, for timing")
@@ -409,7 +460,7 @@ def main() -> None:
         report(args.report, args.png)
         return
     if args.check:
-        check_same_update(args.env_variant, args.seed)
+        check_same_update(args.env_variant, args.seed, args.network)
         return
     if args.out is None:
         parser.error("--out is required to train (or --report DIR)")

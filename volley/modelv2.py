@@ -446,7 +446,10 @@ class ModelV2ActorCritic(_ModelV2Input, ActorCriticPolicy):
             outputs, values = self.probe()
             assert values is not None
             of_outputs = torch.autograd.grad(outputs.sum(), params, allow_unused=True, retain_graph=True)
-            of_values = torch.autograd.grad(values.sum(), params, allow_unused=True)
+            # a value that no parameter computes (a policy-only model for REINFORCE, whose
+            # value_function() is a constant) has no value parameters
+            of_values = (torch.autograd.grad(values.sum(), params, allow_unused=True) if values.requires_grad
+                         else (None,) * len(params))
             self._split = ([p for p, g in zip(params, of_outputs, strict=True) if g is not None],
                            [p for p, g, h in zip(params, of_outputs, of_values, strict=True)
                             if h is not None and g is None])
