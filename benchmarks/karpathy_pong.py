@@ -22,6 +22,9 @@ recipe, and float32 halves the memory read by the forward pass of every step).
 preset's 2 workers, stepped serially in this process (so the learning per episode is the
 preset's, and the process can be paused with SIGSTOP); ``--engine ray`` runs the 2 workers
 as Ray actors, as the preset does, to compare speed with the reference on a quiet machine.
+``--network post`` swaps the preset's network (a row per action, biases) for the post's,
+given to volley as a custom model (:func:`register_post_network`): the algorithm is then
+volley's and the network the post's, so per episode the two should learn alike.
 
 Two environments (``--env-variant``): ``v5`` is ``ALE/Pong-v5`` as registered (4 frames
 per action, sticky actions with probability 0.25); ``2016`` is gym's ``Pong-v0`` of 2016,
@@ -41,6 +44,7 @@ a ``.ckpt`` directory for volley), saved after every update::
         --episodes 3000 --out /work/runs/pong/volley-2016-s0.jsonl
     python benchmarks/karpathy_pong.py --report /work/runs/pong --png benchmarks/karpathy_pong.png
     python benchmarks/karpathy_pong.py --check    # the same first update from the same episodes
+    python benchmarks/karpathy_pong.py --check --network post --env-variant v5
 """
 
 from __future__ import annotations

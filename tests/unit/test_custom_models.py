@@ -355,3 +355,27 @@ def test_fully_connected_network_keys_as_rllib_reads_them():
     assert not any(isinstance(m, (nn.Tanh, nn.ReLU)) for m in linear.modules())
     built = ModelCatalog.get_model_v2(obs, actions, 4, {**base, "custom_model": "keyword_model"}, name="x")
     assert isinstance(built, KeywordModel) and built.built_with[4] == "x"
+
+
+class PolicyOnly(KeywordModel):
+    """REINFORCE's network: a constant value function, which no parameter computes."""
+
+    def value_function(self):
+        return torch.zeros(len(self._features))
+
+
+def test_a_model_without_a_value_function_trains_with_pg_and_trpo_refuses_it():
+    pg = PGConfig().environment("CartPole-v1").resources(engine="local").training(
+        batch_episodes=2, model={"custom_model": PolicyOnly})
+    with pg.build() as algo:
+        names = {id(p): n for n, p in algo.policy.named_parameters()}
+        assert sorted(names[id(p)] for p in algo.policy.policy_parameters()) == [
+            "model.body.bias", "model.body.weight", "model.logits.bias", "model.logits.weight"]
+        assert algo.policy.value_parameters() == []
+        before = algo.policy.get_flat_weights()
+        algo.train()
+        assert np.abs(algo.policy.get_flat_weights() - before).max() > 0
+    trpo = TRPOConfig().environment("CartPole-v1").resources(engine="local").training(
+        model={"custom_model": PolicyOnly})
+    with pytest.raises(ConfigError, match=r"has no value-function parameters of its own: TRPO"):
+        trpo.build()
