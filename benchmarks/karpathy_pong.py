@@ -370,16 +370,18 @@ def check_same_update(variant: str, seed: int, network: str) -> None:
 
     head_step = head_logit(after) - head_logit(start)
     reference_head_step = net.model["W2"] - head_logit(start)
-    print(f"{network} network, {len(batch['obs'])} steps; max |volley - reference| / max |reference|:\n"
-          f"  first-layer gradient {apart(grads[first], reference_grads['W1'])}\n"
-          f"  head gradient, UP {apart(grads[head][0], reference_grads['W2'])}"
-          + ("" if post else f", DOWN row {apart(-grads[head][1], reference_grads['W2'])}") + "\n"
-          f"  first-layer RMSProp step {apart(after[first] - start[first], net.model['W1'] - start[first])}\n"
-          f"  UP logit's head step {apart(head_step, reference_head_step)}"
-          + ("" if post else f" (against the two-row reference, --head-rows 2), against the post's one row "
-             f"(half of it) {apart(head_step, reference_head_step / 2)}\n"
-             f"volley's bias gradients (the reference has no biases): hidden up to "
-             f"{np.abs(grads['pi_body.0.bias']).max():.2f}, head {grads['pi_head.bias'].round(2).tolist()}"))
+    lines = [f"{network} network, {len(batch['obs'])} steps; max |volley - reference| / max |reference|:",
+             f"  first-layer gradient {apart(grads[first], reference_grads['W1'])}",
+             f"  head gradient, UP {apart(grads[head][0], reference_grads['W2'])}",
+             f"  first-layer RMSProp step {apart(after[first] - start[first], net.model['W1'] - start[first])}",
+             f"  UP logit's head step {apart(head_step, reference_head_step)}"]
+    if not post:  # the DOWN row, the one-row post's half step, and the biases the reference lacks
+        lines[2] += f", DOWN row {apart(-grads[head][1], reference_grads['W2'])}"
+        lines[4] += (f" (against the two-row reference, --head-rows 2), against the post's one row "
+                     f"(half of it) {apart(head_step, reference_head_step / 2)}")
+        lines.append(f"volley's bias gradients (the reference has no biases): hidden up to "
+                     f"{np.abs(grads['pi_body.0.bias']).max():.2f}, head {grads['pi_head.bias'].round(2).tolist()}")
+    print("\n".join(lines))
     algo.stop()
 
 
