@@ -17,12 +17,11 @@ import os
 import gymnasium as gym
 import numpy as np
 import pytest
-import ray
 import torch
 
 from volley import EnvError, PPOConfig, register_env
 from volley.config import RolloutPlan
-from volley.engines.actor_manager import ActorManager, RestartPolicy
+from volley.engines.actor_manager import ActorManager, CallsInFlight, RestartPolicy
 from volley.engines.backends import ActorBackend, ActorDied, InProcessBackend
 from volley.engines.ray_engine import RayBackend, ship_by_value
 from volley.errors import ConfigError, WorkerError
@@ -191,13 +190,13 @@ def test_env_error_on_a_ray_worker_names_the_worker(ray_session):
 # -- dead workers ---------------------------------------------------------------------------
 
 
-def test_killed_worker_is_replaced_and_samples_with_the_current_weights(ray_session):
+def test_killed_worker_is_replaced_and_samples_with_the_current_weights(in_process):
     algo = (PPOConfig().environment("CartPole-v1", observation_filter="MeanStdFilter")
             .resources(engine="ray").rollouts(num_workers=2, num_envs_per_worker=2)
             .training(train_batch_size=200, minibatch_size=50, num_epochs=2).build())
     try:
         algo.train()  # the learner's weights now differ from any freshly built worker's
-        ray.kill(algo.workers.actors[1])
+        in_process.kill(algo.workers.actors[1])
         batch = algo.sample()
         assert algo.workers.num_restarts == 1
         with torch.no_grad():
@@ -349,10 +348,10 @@ def kill(backend: ActorBackend, actor) -> None:
             backend.get(backend.call(actor, "ping"))
 
 
-def counters(backend: ActorBackend, **policy) -> ActorManager:
-    recipe = lambda index, slot: (Counter, (slot,))  # noqa: E731
-    return ActorManager("counter", recipe, 2, RestartPolicy(**({"restart": True, "max_restarts": 2} | policy)),
-                        backend, num_cpus=0)
+def counters(backend: ActorBackend) -> ActorManager:
+    """Two counters, replaced at most twice."""
+    return ActorManager("counter", lambda index, slot: (Counter, (slot,)), 2, RestartPolicy(True, 2), backend,
+                        num_cpus=0)
 
 
 @pytest.fixture(params=["in-process", "ray"])
@@ -390,8 +389,6 @@ def test_a_backend_reports_errors_deaths_and_replacements_alike(backend):
 def test_calls_in_flight_on_a_dead_actor_are_dropped_and_counted():
     """Two calls in flight per actor; actor 0 dies as it starts its second: both it held then are
     dropped, its replacement gets two new ones, and results keep coming from both."""
-    from volley.engines.actor_manager import CallsInFlight
-
     backend = InProcessBackend()
     manager = counters(backend)
     calls = CallsInFlight(manager, depth=2)

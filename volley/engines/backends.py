@@ -181,13 +181,13 @@ class InProcessBackend(ActorBackend):
             while not ref.done:
                 actor = ref.actor
                 if actor.calls_left == 0:
-                    self.kill(actor)  # every call it has not run fails, ``ref`` too
+                    self._end(actor, "the actor crashed")  # every call it has not run fails, ``ref`` too
                     return
                 if actor.calls_left is not None:
                     actor.calls_left -= 1
                 call = actor.queue.popleft()
                 if not actor.alive:
-                    call.error = ActorDied("the actor was killed")
+                    call.error = ActorDied("the actor is dead")
                 else:
                     try:
                         call.value = copy.deepcopy(call.run())
@@ -216,11 +216,14 @@ class InProcessBackend(ActorBackend):
         return copy.deepcopy(value)
 
     def kill(self, actor: InProcessActor) -> None:
+        self._end(actor, "the actor was killed")
+
+    def _end(self, actor: InProcessActor, how: str) -> None:
         with self.lock:
             actor.alive = False
             while actor.queue:
                 call = actor.queue.popleft()
-                call.error, call.done = ActorDied("the actor was killed"), True
+                call.error, call.done = ActorDied(how), True
 
     def crash(self, actor: InProcessActor, after_calls: int) -> None:
         """The actor dies as it starts its call after the next ``after_calls`` (as a process that
