@@ -19,6 +19,7 @@ steps by a third. Two ways to share the work (``mode``):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import cast
 
 import numpy as np
@@ -51,6 +52,15 @@ def gradient_pieces(policy: ActorCriticPolicy, batch: Batch, config: AlgorithmCo
     sums = np.array([len(returns), returns.double().sum().item(), (returns.double() ** 2).sum().item(),
                      weighted.item(), plain.item()])
     return flat(g1), flat(g0) if g0 is not None else None, sums
+
+
+def reinforce_loss(logp: torch.Tensor, returns: torch.Tensor, mean: float, scale: float,
+                   total: Callable[[torch.Tensor], torch.Tensor] = torch.sum) -> torch.Tensor:
+    """REINFORCE's ``-Σ_t A_t · log π(a_t|s_t)`` with ``A = (G - mean) / scale``, standardised in
+    float64 (a batch's sums of squares lose digits in float32) and multiplied in float32; ``total``
+    sums over the steps (a masked sum for padded sequences)."""
+    advantages = ((returns.double() - mean) / scale).float()
+    return -total(advantages * logp)
 
 
 def flat(grads: tuple[torch.Tensor, ...]) -> np.ndarray:
@@ -98,9 +108,8 @@ class PG(Algorithm):
         returns = torch.as_tensor(batch["returns"], dtype=torch.float64, device=self.device)
         mean, scale = self._standardizer(len(returns), returns.sum().item(), (returns**2).sum().item())
         data = self.sequences(batch, ("obs", "actions", "returns"))  # rows, or padded sequences
-        advantages = ((data["returns"].double() - mean) / scale).float()
         logp = self.policy.distribution(**data.inputs).log_prob(data["actions"])
-        return -data.sum(advantages * logp)
+        return reinforce_loss(logp, data["returns"], mean, scale, data.sum)
 
     def combine_gradients(self, pieces: list[Pieces]) -> float:
         """Set the policy's gradient from the workers' pieces (mode "gradients"); return the loss."""
