@@ -242,6 +242,28 @@ def test_random_warmup_until_learning_starts():
         algo.stop()
 
 
+def test_same_seed_same_weights_however_the_steps_are_split_into_iterations():
+    """A run is a function of its seed and the steps sampled: through the random warm-up and the
+    updates after it, two builds with one seed reach the same weights bit for bit, one in four
+    iterations of 16 steps, the other in one of 64 (the default time floor of 1 s,
+    RLlib's, only moves where an iteration ends); another seed does not."""
+    def weights(seed: int, steps_per_iteration: int, iterations: int) -> np.ndarray:
+        algo = (small(learning_starts=24).reporting(min_sample_timesteps_per_iteration=steps_per_iteration)
+                .debugging(seed=seed).build())
+        try:
+            for _ in range(iterations):
+                result = algo.train()
+            assert result["timesteps_total"] == 64
+            return algo.policy.get_flat_weights()
+        finally:
+            algo.stop()
+
+    split = weights(3, 16, 4)
+    np.testing.assert_array_equal(split, weights(3, 64, 1))
+    np.testing.assert_array_equal(split, weights(3, 16, 4))
+    assert not np.array_equal(split, weights(4, 16, 4))
+
+
 # -- config keys: RLlib's, SB3's ---------------------------------------------------------------
 
 
