@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from volley.algorithms.appo import appo_surrogate
 from volley.algorithms.dqn import bootstrapped_targets, dqn_loss
 from volley.algorithms.impala import vtrace_policy_loss, vtrace_value_loss
 from volley.algorithms.pg import reinforce_loss
@@ -57,6 +58,21 @@ def test_ppo_kl_penalty_and_unclipped_value_loss():
     assert loss.value.item() == pytest.approx(0.5 * (1 + 0 + 1 + 9) / 4)
     kl = np.mean((RATIOS - 1) - np.log(RATIOS))
     assert loss.total.item() == pytest.approx(-0.6 + 0.5 * 1.375 - 0.01 * 0.5 + 0.3 * kl, abs=1e-6)
+
+
+def test_appo_clips_the_ratio_against_its_target_network():
+    # μ/π_target = [2, 0.5, 1], clipped at 1.5: w = [1.5, 0.5, 1]; π/μ = [0.6, 3, 0.5]: r = w·π/μ = [0.9, 1.5, 0.5]
+    behaviour = t(-1.0, -1.0, -1.0)
+    target = behaviour - torch.as_tensor(np.log([2.0, 0.5, 1.0]), dtype=torch.float32)
+    logp = (behaviour + torch.as_tensor(np.log([0.6, 3.0, 0.5]), dtype=torch.float32)).requires_grad_()
+    loss, clip_fraction = appo_surrogate(logp, behaviour, target, t(1.0, 2.0, -1.0), clip_param=0.2,
+                                         target_worker_clipping=1.5)
+    # -A r = [-0.9, -3, 0.5]; -A clamp(r, 0.8, 1.2) = [-0.9, -2.4, 0.8]; the larger: [-0.9, -2.4, 0.8]
+    assert loss.item() == pytest.approx((-0.9 - 2.4 + 0.8) / 3)
+    assert clip_fraction.item() == pytest.approx(2 / 3)  # 1.5 and 0.5 lie outside [0.8, 1.2]
+    loss.backward()
+    # only the first step's ratio is inside: d(-A r)/d log π = -A r, over 3 steps
+    np.testing.assert_allclose(logp.grad.numpy(), [-0.9 / 3, 0.0, 0.0], rtol=1e-6)
 
 
 def test_ppo_value_loss_reads_only_the_steps_its_mean_counts():

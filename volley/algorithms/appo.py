@@ -29,7 +29,7 @@ import torch
 from volley.algorithm_configs import APPOConfig
 from volley.algorithms import impala
 from volley.algorithms.impala import IMPALA, PolicyTerms
-from volley.algorithms.ppo import adapt_kl_coeff
+from volley.algorithms.ppo import adapt_kl_coeff, clipped_surrogate
 from volley.models import Distribution
 
 TARGET_PREFIX = "target."  # checkpoint tensors of the target network
@@ -41,6 +41,15 @@ TARGET_PREFIX = "target."  # checkpoint tensors of the target network
 # still there at 605k (a CI run saw the same at 607k); at 2e-3, 24 runs took 62k-274k
 # (median 107k), none fell back, with the value loss at 0.05 (IMPALA's weight then).
 CARTPOLE = {**impala.CARTPOLE, "entropy_coeff": 0.01, "lr": 2e-3, "vf_loss_coeff": 0.05}
+
+
+def appo_surrogate(logp: torch.Tensor, behaviour_logp: torch.Tensor, target_logp: torch.Tensor,
+                   advantages: torch.Tensor, *, clip_param: float,
+                   target_worker_clipping: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """PPO's :func:`~volley.algorithms.ppo.clipped_surrogate` on IMPACT's ratio
+    ``r = min(μ/π_target, target_worker_clipping) · π/μ`` (each tensor ``[B]``), and its clip fraction."""
+    weight = (behaviour_logp - target_logp).exp().clamp(0.0, target_worker_clipping)
+    return clipped_surrogate(weight * (logp - behaviour_logp).exp(), advantages, clip_param)
 
 
 class APPO(IMPALA):
@@ -62,19 +71,15 @@ class APPO(IMPALA):
             return self.target.distribution(obs)
 
     def policy_loss(self, terms: PolicyTerms) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """The clipped surrogate on ``r = min(μ/π_target, target_worker_clipping) · π/μ``, and the KL loss."""
+        """:func:`appo_surrogate`, and the KL loss."""
         cfg = self.config
         assert terms.target is not None
-        weight = (terms.behaviour_logp - terms.target_logp).exp().clamp(0.0, cfg.target_worker_clipping)
-        ratio = weight * (terms.logp - terms.behaviour_logp).exp()
-        adv = terms.advantages
-        loss = -torch.min(adv * ratio, adv * ratio.clamp(1 - cfg.clip_param, 1 + cfg.clip_param)).mean()
+        loss, clipped = appo_surrogate(terms.logp, terms.behaviour_logp, terms.target_logp, terms.advantages,
+                                       clip_param=cfg.clip_param, target_worker_clipping=cfg.target_worker_clipping)
         kl = terms.target.kl(terms.dist)[terms.mask].mean()
         if cfg.use_kl_loss:
             loss = loss + self.kl_coeff * kl
         self.kls.append(kl.detach())
-        with torch.no_grad():
-            clipped = ((ratio - 1).abs() > cfg.clip_param).float().mean()
         return loss, [kl.detach(), clipped]
 
     def after_update(self) -> None:

@@ -45,28 +45,36 @@ def ppo_value_loss(values: torch.Tensor, old_values: torch.Tensor, targets: torc
     return 0.5 * mean(loss)
 
 
+def clipped_surrogate(ratio: torch.Tensor, advantages: torch.Tensor, clip_param: float,
+                      mean: Mean = torch.mean) -> tuple[torch.Tensor, torch.Tensor]:
+    """``mean(max(-A r, -A clamp(r, 1 ± clip_param)))``, the clipped surrogate (Schulman et al., 2017,
+    eq. 7) negated, whatever ratio ``r`` it is given (APPO's is taken against a target network),
+    and the fraction of steps whose ratio left the range (no gradient)."""
+    loss = mean(torch.max(-advantages * ratio, -advantages * ratio.clamp(1 - clip_param, 1 + clip_param)))
+    with torch.no_grad():
+        clip_fraction = mean(((ratio - 1).abs() > clip_param).float())
+    return loss, clip_fraction
+
+
 def ppo_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, values: torch.Tensor,
              old_values: torch.Tensor, value_targets: torch.Tensor, entropy: torch.Tensor, *, clip_param: float,
              vf_clip_param: float | None, vf_loss_coeff: float, entropy_coeff: float,
              kl_coeff: float | None = None, mean: Mean = torch.mean) -> PPOLoss:
     """PPO's loss on one minibatch (each tensor ``[B]``, or padded ``[S, T]`` with a masked ``mean``).
 
-    With ``r = exp(log π - log π_old)``: ``mean(max(-A r, -A clamp(r, 1 ± clip_param)))`` (the clipped
-    surrogate, Schulman et al., 2017, eq. 7, negated), plus ``vf_loss_coeff`` times
+    With ``r = exp(log π - log π_old)``: :func:`clipped_surrogate`, plus ``vf_loss_coeff`` times
     :func:`ppo_value_loss`, less ``entropy_coeff`` times the mean entropy, plus ``kl_coeff`` times
     the KL estimate when a penalty weight is given.
     """
     log_ratio = logp - old_logp
     ratio = log_ratio.exp()
-    policy = mean(torch.max(-advantages * ratio, -advantages * ratio.clamp(1 - clip_param, 1 + clip_param)))
+    policy, clip_fraction = clipped_surrogate(ratio, advantages, clip_param, mean)
     value = ppo_value_loss(values, old_values, value_targets, vf_clip_param, mean)
     mean_entropy = mean(entropy)
     kl = mean((ratio - 1) - log_ratio)
     total = policy + vf_loss_coeff * value - entropy_coeff * mean_entropy
     if kl_coeff is not None:
         total = total + kl_coeff * kl
-    with torch.no_grad():
-        clip_fraction = mean(((ratio - 1).abs() > clip_param).float())
     return PPOLoss(total, policy, value, mean_entropy, kl, clip_fraction)
 
 
