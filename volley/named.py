@@ -97,6 +97,12 @@ class NamedObjects:
         return f"unknown {self.kind} '{name}'{did_you_mean(name, known)} ({listed}); {how}"
 
 
+def has_methods(cls: type, names: tuple[str, ...]) -> bool:
+    """Whether ``cls`` has a method of each name: how volley accepts a class of one of RLlib's
+    protocols whichever base class it has (volley's, or RLlib's own)."""
+    return all(callable(getattr(cls, name, None)) for name in names)
+
+
 def _env_found_again(obj: Any, module: str) -> bool:
     """A ``gymnasium.Env`` subclass of an imported module, or a function of the running script."""
     return ((isinstance(obj, type) and issubclass(obj, gym.Env))

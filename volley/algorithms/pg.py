@@ -27,7 +27,9 @@ import torch
 from volley.algorithm import Algorithm
 from volley.algorithm_configs import PGConfig
 from volley.config import AlgorithmConfig
+from volley.errors import ConfigError
 from volley.models import ActorCriticPolicy
+from volley.modelv2 import adds_custom_loss, model_metrics, with_custom_loss
 from volley.optim import RMSprop
 from volley.rollout.advantages import returns_columns
 from volley.rollout.batch import Batch
@@ -69,6 +71,9 @@ class PG(Algorithm):
     postprocess = staticmethod(returns_columns)
 
     def setup(self) -> None:
+        if self.config.mode == "gradients" and adds_custom_loss(self.policy):
+            raise ConfigError("the custom model's custom_loss() needs PG's mode='samples' (the learner computes "
+                              "the loss there); mode='gradients' has the workers compute the gradients")
         self.optimizer = RMSprop(self.policy.policy_parameters(), lr=self.scheduled("lr"),
                                  alpha=self.config.decay_rate, eps=1e-5)
 
@@ -83,7 +88,8 @@ class PG(Algorithm):
             pieces = self.sample_and_apply(gradient_pieces, self.config.batch_episodes)
             loss = self.combine_gradients(pieces)
         self.optimizer_step(self.optimizer, loss, self.config.grad_clip)
-        return {"policy_loss": loss, "lr": self.schedule_lr(self.optimizer)}  # as RLlib's learner after an update
+        # as RLlib's learner after an update
+        return {"policy_loss": loss, "lr": self.schedule_lr(self.optimizer), **model_metrics(self.policy)}
 
     def _standardizer(self, count: float, total: float, total_sq: float) -> tuple[float, float]:
         """Mean and scale of the returns over the whole batch (0 and 1 when the learner does not
@@ -100,7 +106,7 @@ class PG(Algorithm):
         data = self.sequences(batch, ("obs", "actions", "returns"))  # rows, or padded sequences
         advantages = ((data["returns"].double() - mean) / scale).float()
         logp = self.policy.distribution(**data.inputs).log_prob(data["actions"])
-        return -data.sum(advantages * logp)
+        return with_custom_loss(self.policy, -data.sum(advantages * logp), data.columns)
 
     def combine_gradients(self, pieces: list[Pieces]) -> float:
         """Set the policy's gradient from the workers' pieces (mode "gradients"); return the loss."""

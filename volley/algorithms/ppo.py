@@ -17,6 +17,7 @@ import torch
 from volley.algorithm import Algorithm
 from volley.algorithm_configs import PPOConfig
 from volley.errors import ConfigError
+from volley.modelv2 import model_metrics, with_custom_loss
 from volley.optim import Adam
 from volley.rollout.advantages import explained_variance, gae_columns
 from volley.rollout.batch import Batch
@@ -98,6 +99,7 @@ class PPO(Algorithm):
                 loss = policy_loss + cfg.vf_loss_coeff * vf_loss - self.entropy_coeff * entropy
                 if self.kl_penalty:
                     loss = loss + self.kl_coeff * kl
+                loss = with_custom_loss(self.policy, loss, mb.columns)  # a custom model's own loss
 
                 self.optimizer.zero_grad()
                 loss.backward()
@@ -112,7 +114,7 @@ class PPO(Algorithm):
         means = torch.stack(stats).mean(0).tolist()
         names = ("policy_loss", "vf_loss", "entropy", "kl", "clip_fraction")
         return {**dict(zip(names, means, strict=True)),
-                "num_epochs_done": epochs_done, "kl_coeff": self.kl_coeff,
+                "num_epochs_done": epochs_done, "kl_coeff": self.kl_coeff, **model_metrics(self.policy),
                 "explained_variance": explained_variance(batch["values"], batch["value_targets"])}
 
     @property
