@@ -122,6 +122,26 @@ CUSTOM_ACTION_DISTS = NamedObjects("custom action dist", "custom_action_dist",
                                    lambda obj, _: isinstance(obj, type) and hasattr(obj, "required_model_output_shape"))
 
 
+FUNCTIONS = NamedObjects("function", "env_task_fn or custom_evaluation_function", "{obj}",
+                         "pass the function itself", lambda obj, _: isinstance(obj, types.FunctionType))
+
+
+def function_name(key: str, value: Any) -> str:
+    """The name a config keeps for a function given as ``key`` (``env_task_fn``,
+    ``custom_evaluation_function``); the function is found again by it in the driver."""
+    if not callable(value):
+        raise ConfigError(f"config key {key!r} takes a function, got {shown(value)}")
+    return FUNCTIONS.name_of(value)
+
+
+def find_function(key: str, name: str) -> Any:
+    """The function config key ``key`` names; a ConfigError if this process has none of that name."""
+    found = FUNCTIONS.find(name)
+    if found is None:
+        raise ConfigError(f"config key {key!r}: {FUNCTIONS.missing(name)}")
+    return found
+
+
 def env_name(env: Any) -> str:
     """The name a config keeps for an environment class or creator function given as ``env``
     (RLlib takes either where volley's configs hold a string). It is called like a

@@ -75,6 +75,7 @@ class VolleyTrainable(tune.Trainable):
 
     def setup(self, config: dict[str, Any]) -> None:
         self.algo: Algorithm = self.algorithm_config(config).build()
+        self.algo.results_dir = self.trial_dir  # render_env's videos, save()'s checkpoints
         self.logger = ResultLogger(Path(self.trial_dir), tensorboard=False, out=None)
 
     @property

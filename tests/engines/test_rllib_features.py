@@ -1,0 +1,169 @@
+"""RLlib's features that call the user's code, used as RLlib 2.9's example scripts use them
+(custom_eval.py, env_rendering_and_recording.py, curriculum_learning.py) and RLlib's older
+``horizon`` key (issue 49)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from volley import ConfigError, PPOConfig, TaskSettableEnv
+
+
+def quick(env="CartPole-v1", engine="local", **evaluation):
+    return (PPOConfig().environment(env).resources(engine=engine).debugging(seed=1)
+            .rollouts(num_rollout_workers=1, num_envs_per_worker=2)
+            .training(train_batch_size=64, minibatch_size=32, num_epochs=1).evaluation(**evaluation))
+
+
+# -- custom_evaluation_function --------------------------------------------------------------
+
+
+def custom_eval_function(algorithm, eval_workers):
+    """custom_eval.py's shape: set something on each environment, play, add a metric of its own."""
+    seen = eval_workers.foreach_worker(lambda w: w.foreach_env(lambda env: type(env).__name__))
+    metrics = eval_workers.evaluate(num_episodes=3)
+    metrics["foo"] = 1
+    metrics["envs_seen"] = seen[0]
+    metrics["iteration"] = algorithm.iteration
+    return metrics
+
+
+def test_a_custom_evaluation_function_gives_the_evaluation_metrics():
+    algo = quick(evaluation_interval=1, custom_evaluation_function=custom_eval_function).build()
+    result = algo.train()
+    evaluation = result["evaluation"]
+    assert evaluation["foo"] == 1 and evaluation["iteration"] == 1
+    assert evaluation["envs_seen"] == ["CartPoleVectorEnv"]  # the driver's: a native vector env, as itself
+    assert evaluation["episodes_this_iter"] == 3 and len(evaluation["hist_stats"]["episode_lengths"]) == 3
+    assert algo.evaluate()["evaluation"]["foo"] == 1  # RLlib's algo.evaluate()["evaluation"]
+    algo.stop()
+
+
+def test_a_custom_evaluation_function_must_return_a_dict():
+    algo = quick(custom_evaluation_function=lambda algorithm, workers: 0.5).build()
+    with pytest.raises(ConfigError, match=r"custom_evaluation_function <lambda> returned 0.5: it must return a "
+                                          r"dict"):
+        algo.evaluate()
+    algo.stop()
+
+
+# -- render_env ------------------------------------------------------------------------------
+
+
+class CustomRenderedEnv(gym.Env):
+    """env_rendering_and_recording.py's environment: render() (old style, no render_mode) gives
+    the image."""
+
+    action_space = gym.spaces.Discrete(2)
+    observation_space = gym.spaces.Box(0.0, 999.0, shape=(1,), dtype=np.float32)
+
+    def __init__(self, config):
+        self.end_pos, self.max_steps = config.get("corridor_length", 10), config.get("max_steps", 100)
+
+    def reset(self, *, seed=None, options=None):
+        self.cur_pos, self.steps = 0.0, 0
+        return np.array([self.cur_pos], np.float32), {}
+
+    def step(self, action):
+        self.steps += 1
+        self.cur_pos = max(self.cur_pos + (1.0 if action == 1 else -1.0), 0.0)
+        truncated = self.steps >= self.max_steps
+        done = self.cur_pos >= self.end_pos or truncated
+        return np.array([self.cur_pos], np.float32), 10.0 if done else -0.1, done, truncated, {}
+
+    def render(self, mode="rgb"):
+        return np.full((30, 40, 3), min(int(self.cur_pos) * 20, 255), dtype=np.uint8)
+
+
+def test_render_env_records_the_evaluation_episodes_in_the_run_directory(tmp_path):
+    imageio = pytest.importorskip("imageio.v2")
+    config = (quick(evaluation_interval=1, evaluation_duration=2,
+                    evaluation_config=PPOConfig.overrides(render_env=True))
+              .environment(CustomRenderedEnv, env_config={"corridor_length": 3, "max_steps": 12}))
+    algo = config.build()
+    algo.results_dir = tmp_path
+    result = algo.train()
+    video = Path(result["evaluation"]["video"])
+    assert video.parent == tmp_path / "videos" and video.name.startswith("evaluation_000001")
+    frames = imageio.mimread(video)
+    assert len(frames) == result["evaluation"]["timesteps_this_iter"]  # a frame per evaluation step
+    assert frames[0].shape[:2] == (30, 40)
+    algo.stop()
+
+
+# -- env_task_fn and TaskSettableEnv ---------------------------------------------------------
+
+
+class Corridor(TaskSettableEnv):
+    """curriculum_learning.py's idea: the task is the episode's length, set between iterations."""
+
+    action_space = gym.spaces.Discrete(2)
+    observation_space = gym.spaces.Box(0.0, 1.0, (1,), np.float32)
+
+    def __init__(self, config):
+        self.length = config.get("start_length", 3)
+
+    def get_task(self):
+        return self.length
+
+    def set_task(self, task):
+        self.length = task
+
+    def reset(self, *, seed=None, options=None):
+        self.steps = 0
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        self.steps += 1
+        return np.zeros(1, np.float32), 1.0, self.steps >= self.length, False, {}
+
+
+def curriculum_fn(train_results, task_settable_env, env_ctx):
+    """Longer corridors as training goes on; env_ctx is RLlib's EnvContext (env_config and where)."""
+    assert env_ctx["start_length"] == 3 and env_ctx.vector_index in (0, 1)
+    return 3 + 2 * train_results["training_iteration"]
+
+
+@pytest.mark.parametrize("engine", ["local", "ray"])
+def test_env_task_fn_sets_each_environments_task_after_every_iteration(engine, request):
+    if engine == "ray":
+        request.getfixturevalue("ray_session")
+    config = quick(Corridor, engine).environment(env_config={"start_length": 3}, env_task_fn=curriculum_fn)
+    algo = config.build()
+    first = algo.train()
+    assert set(first["episode_lengths_this_iter"]) == {3}
+    algo.train()  # episodes started before the change run to the longer end: 5
+    third = algo.train()
+    assert set(third["episode_lengths_this_iter"]) == {7}  # the task set after iteration 2
+    assert algo.workers.call("foreach_env", lambda env: env.get_task()) == [[9, 9]]
+    algo.stop()
+
+
+def test_env_task_fn_names_an_environment_without_tasks():
+    algo = quick().environment(env_task_fn=curriculum_fn).build()
+    with pytest.raises(ConfigError, match=r"env_task_fn is set but the environment .* has no set_task\(\)"):
+        algo.train()
+    algo.stop()
+
+
+# -- horizon ----------------------------------------------------------------------------------
+
+
+def test_horizon_truncates_episodes_as_rllib_did():
+    algo = quick().rollouts(horizon=10).build()
+    result = algo.train()
+    lengths = result["episode_lengths_this_iter"]
+    assert max(lengths) == 10 and len(lengths) >= 64 // 10 - 1  # CartPole's random policy lasts ~20 steps
+    algo.stop()
+    config = PPOConfig.from_dict({**quick().to_dict(), "horizon": 7})
+    assert config.horizon == 7
+
+
+def test_a_horizon_past_the_environments_own_limit_is_refused():
+    with pytest.raises(ConfigError, match=r"horizon=600 is larger than environment 'CartPole-v1''s own time limit "
+                                          r"of 500 steps"):
+        quick().rollouts(horizon=600).build()
