@@ -34,6 +34,9 @@ GROUPS = ("environment", "rollouts", "training", "exploration", "resources", "fr
           "evaluation", "reporting", "fault_tolerance", "learners", "api_stack", "rl_module", "multi_agent",
           "callbacks", "offline_data", "checkpointing", "experimental")
 
+# the smallest frames the Nature CNN takes (8x8 stride 4, 4x4 stride 2, 3x3)
+MIN_DIM = 36
+
 # keys holding a function, kept by name (volley.named)
 FUNCTION_KEYS = ("env_task_fn", "custom_evaluation_function")
 
@@ -86,6 +89,9 @@ class ModelConfig:
     rllib_model_keys: dict = field(
         default_factory=dict, metadata={"help": "RLlib's other model keys set beside a custom_model "
                                         "(conv_filters, post_fcnet_hiddens, ...): passed in its model_config"})
+    dim: int = field(
+        default=84, metadata={"help": "ALE pixel ids with atari_preprocessing='deepmind': frames resized to "
+                              "dim x dim (RLlib's key; 42 is RLlib's small Atari setting)"})
     fcnet_init: Literal["orthogonal", "normal"] = field(
         default="orthogonal",
         metadata={"help": "weights of the MLP and the heads: 'orthogonal' (gain √2, policy head 0.01; "
@@ -96,6 +102,9 @@ class ModelConfig:
         for i, width in enumerate(self.fcnet_hiddens):
             if width <= 0:
                 raise ConfigError(f"model.fcnet_hiddens[{i}] must be > 0, got {width}")
+        if self.dim < MIN_DIM:
+            raise ConfigError(f"model.dim={self.dim} is too small for the Nature CNN's three conv layers: "
+                              f"use {MIN_DIM} or more (RLlib's 42, or 84)")
         for key in ("lstm_cell_size", "max_seq_len"):
             if getattr(self, key) <= 0:
                 raise ConfigError(f"config key 'model.{key}' must be > 0, got {getattr(self, key)!r}")

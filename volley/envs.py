@@ -173,7 +173,8 @@ for _name, _keep in (("StatelessCartPole-v1", False), ("CartPoleNoVel-v1", True)
                      max_episode_steps=500, reward_threshold=475.0, kwargs={"keep_shape": _keep})
 
 
-def _atari_vector_env(env: str, num_envs: int, preprocessing: str, env_config: dict) -> gym.vector.VectorEnv:
+def _atari_vector_env(env: str, num_envs: int, preprocessing: str, env_config: dict,
+                      dim: int = 84) -> gym.vector.VectorEnv:
     from ale_py.vector_env import AtariVectorEnv
 
     spec_kwargs = gym.registry[env].kwargs
@@ -185,7 +186,7 @@ def _atari_vector_env(env: str, num_envs: int, preprocessing: str, env_config: d
         "episodic_life": False,
     }
     if preprocessing == "deepmind":
-        kwargs.update(img_height=84, img_width=84, grayscale=True, stack_num=4, noop_max=30)
+        kwargs.update(img_height=dim, img_width=dim, grayscale=True, stack_num=4, noop_max=30)
     else:
         kwargs.update(img_height=210, img_width=160, grayscale=False, stack_num=1, noop_max=0,
                       maxpool=False, use_fire_reset=False)
@@ -433,7 +434,8 @@ def guarded_envs(vec: gym.vector.VectorEnv) -> list[GuardedEnv] | None:
 def make_vector_env(env: str, num_envs: int, *, env_config: dict | None = None,
                     creator: EnvCreator | None = None, atari_preprocessing: str = "deepmind",
                     render_mode: str | None = None, vectorize_mode: str = "auto",
-                    action_mask_key: str = "action_mask", horizon: int | None = None) -> gym.vector.VectorEnv:
+                    action_mask_key: str = "action_mask", horizon: int | None = None,
+                    dim: int = 84) -> gym.vector.VectorEnv:
     """``num_envs`` copies of ``env`` stepped as one vector (autoreset on the step after an end).
 
     ``creator`` is a registered creator passed along explicitly, because the
@@ -443,7 +445,8 @@ def make_vector_env(env: str, num_envs: int, *, env_config: dict | None = None,
     after another, ``"vector_entry_point"`` takes the environment's own vector, ``"auto"``
     the latter where there is one; ALE pixel ids always take ale-py's. An environment with
     sb3-contrib's ``action_masks()`` observes its mask under ``action_mask_key`` (:class:`ActionMasksObservation`).
-    ``horizon`` (RLlib's older key) truncates episodes after that many steps (:func:`time_limited`).
+    ``horizon`` (RLlib's older key) truncates episodes after that many steps (:func:`time_limited`);
+    ALE pixel frames are ``dim`` x ``dim`` with the DeepMind preprocessing (RLlib's ``model["dim"]``).
     """
     env_config = dict(env_config or {})
     creator = creator or registered_creator(env)
@@ -472,7 +475,7 @@ def make_vector_env(env: str, num_envs: int, *, env_config: dict | None = None,
             if horizon is not None:
                 raise ConfigError(f"horizon={horizon} with {env}: ale-py's vector Atari has a limit of its own, "
                                   "env_config={'max_num_frames_per_episode': frames} (4 frames per step)")
-            return _atari_vector_env(env, num_envs, atari_preprocessing, env_config)
+            return _atari_vector_env(env, num_envs, atari_preprocessing, env_config, dim)
         if spec.vector_entry_point is None and vectorize_mode == "vector_entry_point":
             raise ConfigError(f"vectorize_mode='vector_entry_point' but environment '{env}' has no vector "
                               "entry point; use 'sync'")

@@ -631,8 +631,8 @@ RLLIB_KEYS: list[RLlibKey] = [
                "`cls(outputs, model)` on the model's `required_model_output_shape` outputs; PPO, PG and TRPO "
                "learn with its `logp`, `entropy` and `kl`, workers act with its `sample()` "
                "([extending.md](extending.md#custom-action-distributions))", example="my_dist"),
-    refused("model.dim", ("model",), "ALE pixels are 84x84 with atari_preprocessing='deepmind'",
-            allowed=(84,), example=42),
+    model_key("dim", "ALE pixel ids: frames resized to dim x dim, as RLlib's `wrap_deepmind` (42: RLlib's "
+              "42x42 Atari setting; volley's Nature CNN reads either)", example=42),
     refused("model.framestack", ("model",), "atari_preprocessing='deepmind' stacks 4 frames",
             allowed=(True,), example=False),
 ]

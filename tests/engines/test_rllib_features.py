@@ -167,3 +167,27 @@ def test_a_horizon_past_the_environments_own_limit_is_refused():
     with pytest.raises(ConfigError, match=r"horizon=600 is larger than environment 'CartPole-v1''s own time limit "
                                           r"of 500 steps"):
         quick().rollouts(horizon=600).build()
+
+
+# -- Atari model={"dim": 42} -------------------------------------------------------------------
+
+
+def test_atari_frames_are_42x42_with_rllibs_dim_key():
+    pytest.importorskip("ale_py")
+    config = (PPOConfig().environment("ALE/Pong-v5").resources(engine="local").debugging(seed=0)
+              .rollouts(num_rollout_workers=1, num_envs_per_worker=2)
+              .training(model={"dim": 42, "vf_share_layers": True}, train_batch_size=64, minibatch_size=32,
+                        num_epochs=1))
+    algo = config.build()
+    assert algo.observation_space.shape == (4, 42, 42)  # 4 grayscale 42x42 frames, RLlib's layout
+    conv = algo.policy.pi_body.convs[0].weight  # the Nature CNN's first layer, on 42x42 frames
+    before = conv.detach().clone()
+    result = algo.train()
+    assert result["timesteps_total"] == 64
+    assert not np.allclose(before.numpy(), conv.detach().numpy())
+    algo.stop()
+
+
+def test_a_dim_too_small_for_the_cnn_is_named():
+    with pytest.raises(ConfigError, match=r"model.dim=20 is too small for the Nature CNN's three conv layers: use 36"):
+        PPOConfig().environment("ALE/Pong-v5").training(model={"dim": 20}).validate()

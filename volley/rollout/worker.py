@@ -207,7 +207,8 @@ class RolloutWorker:
                                creator=self.env_creator,
                                atari_preprocessing=self.config.atari_preprocessing,
                                render_mode=self.render_mode, vectorize_mode=self.config.vectorize_mode,
-                               action_mask_key=self.config.action_mask_key, horizon=self.config.horizon)
+                               action_mask_key=self.config.action_mask_key, horizon=self.config.horizon,
+                               dim=self.config.model.dim)
 
     @property
     def policy(self) -> Policy:
