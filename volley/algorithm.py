@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from volley.acting import zero_actions
-from volley.callbacks import EpisodeMetrics, Hooks, LearnerMetrics, result_of
+from volley.callbacks import EpisodeMetrics, Hooks, LearnerMetrics
 from volley.catalog import build_policy
 from volley.checkpoint import (
     SavedCheckpoint,
@@ -37,7 +37,13 @@ from volley.config import AlgorithmConfig
 from volley.engines import WorkerGroup, make_worker_group
 from volley.envs import EnvCreator, SingleEnv, check_env_id, env_actions, registered_creator
 from volley.errors import CheckpointError, ConfigError, TrainingError, VolleyError, did_you_mean
-from volley.evaluation import custom_evaluation, recorded_evaluation, set_env_tasks
+from volley.evaluation import (
+    custom_evaluation,
+    episodes_of,
+    recorded_evaluation,
+    set_env_tasks,
+    summarize_episodes,
+)
 from volley.models import ActorCriticPolicy, Policy
 from volley.optim import Optimizer
 from volley.rllib_results import DEFAULT_POLICY, evaluation_views, training_views
@@ -508,14 +514,8 @@ class Algorithm(ABC):
             share = -(-amount // self.eval_workers.num_workers)
             results = self.eval_workers.call("evaluate", weights, self.filter_stats,
                                              None if by_steps else share, share if by_steps else None)
-        returns = np.concatenate([r for r, _, _ in results])
-        lengths = np.concatenate([n for _, n, _ in results])
-        records = [record for _, _, worker_records in results for record in worker_records]
-        flat = {"episode_reward_mean": float(returns.mean()), "episode_reward_std": float(returns.std()),
-                "episode_reward_min": float(returns.min()), "episode_reward_max": float(returns.max()),
-                "episode_len_mean": float(lengths.mean()), "episodes_this_iter": len(returns),
-                "timesteps_this_iter": int(lengths.sum()), "time_s": time.perf_counter() - start,
-                **result_of(records, returns, lengths, cfg.keep_per_episode_custom_metrics)}
+        flat = {**summarize_episodes(episodes_of(results), keep_custom_metrics=cfg.keep_per_episode_custom_metrics),
+                "time_s": time.perf_counter() - start}
         return {**flat, **evaluation_views(flat)}
 
     def compute_single_action(self, observation: Any = None, state: list | None = None, *,

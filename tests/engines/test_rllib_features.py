@@ -10,7 +10,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from volley import ConfigError, PPOConfig, TaskSettableEnv
+from volley import ConfigError, PPOConfig, TaskSettableEnv, collect_episodes, summarize_episodes
 
 
 def quick(env="CartPole-v1", engine="local", **evaluation):
@@ -40,6 +40,30 @@ def test_a_custom_evaluation_function_gives_the_evaluation_metrics():
     assert evaluation["envs_seen"] == ["CartPoleVectorEnv"]  # the driver's: a native vector env, as itself
     assert evaluation["episodes_this_iter"] == 3 and len(evaluation["hist_stats"]["episode_lengths"]) == 3
     assert algo.evaluate()["evaluation"]["foo"] == 1  # RLlib's algo.evaluate()["evaluation"]
+    algo.stop()
+
+
+def rllib_custom_eval_function(algorithm, eval_workers):
+    """RLlib 2.9's custom_eval.py, with only the imports changed: set each environment, sample
+    episodes on the workers, collect and summarise them."""
+    eval_workers.foreach_worker(func=lambda w: w.foreach_env(lambda env: env.set_task(4 if w.worker_index == 1
+                                                                                      else 6)))
+    for _ in range(5):
+        eval_workers.foreach_worker(func=lambda w: w.sample(), local_worker=False)
+    episodes = collect_episodes(workers=eval_workers, timeout_seconds=99999)
+    metrics = summarize_episodes(episodes)
+    metrics["foo"] = 1
+    return metrics
+
+
+def test_rllibs_custom_eval_example_runs():
+    algo = (quick(Corridor, evaluation_interval=1, evaluation_num_workers=2,
+                  custom_evaluation_function=rllib_custom_eval_function)
+            .environment(env_config={"start_length": 3}).build())
+    evaluation = algo.train()["evaluation"]
+    # the driver's evaluation worker (index 0) plays them all, in the corridor set for it
+    assert evaluation["hist_stats"]["episode_lengths"] == [6] * 5
+    assert evaluation["episode_reward_mean"] == 6.0 and evaluation["foo"] == 1
     algo.stop()
 
 
@@ -191,3 +215,18 @@ def test_atari_frames_are_42x42_with_rllibs_dim_key():
 def test_a_dim_too_small_for_the_cnn_is_named():
     with pytest.raises(ConfigError, match=r"model.dim=20 is too small for the Nature CNN's three conv layers: use 36"):
         PPOConfig().environment("ALE/Pong-v5").training(model={"dim": 20}).validate()
+
+
+def test_env_task_fn_and_custom_evaluation_function_reach_a_tune_trial(ray_session, tmp_path):
+    from ray import tune
+
+    from volley.tune import trainable
+
+    config = (quick(Corridor, "ray", evaluation_interval=1, custom_evaluation_function=custom_eval_function)
+              .environment(env_config={"start_length": 3}, env_task_fn=curriculum_fn))
+    tuner = tune.Tuner(trainable(config), run_config=tune.RunConfig(
+        storage_path=str(tmp_path), name="curriculum", verbose=0, stop={"training_iteration": 3}))
+    (result,) = tuner.fit()
+    assert result.error is None
+    assert result.metrics["evaluation"]["foo"] == 1
+    assert set(result.metrics["episode_lengths_this_iter"]) == {7}  # the task set after iteration 2
