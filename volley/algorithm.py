@@ -45,6 +45,7 @@ from volley.evaluation import (
     summarize_episodes,
 )
 from volley.models import ActorCriticPolicy, Policy
+from volley.modelv2 import adds_custom_loss
 from volley.optim import Optimizer
 from volley.rllib_results import DEFAULT_POLICY, evaluation_views, training_views
 from volley.rollout.batch import Batch
@@ -68,6 +69,8 @@ class Algorithm(ABC):
     policy: Policy  # subclasses name the kind they train (ActorCriticPolicy, QNetwork)
     # True where every update goes through reduce_gradients(), so MPI allreduce mode works
     averages_gradients: ClassVar[bool] = False
+    # True where the loss adds a custom model's custom_loss() (volley.modelv2.with_custom_loss)
+    adds_custom_loss: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -140,6 +143,9 @@ class Algorithm(ABC):
                                                config.network, config.head_hiddens,
                                                action_mask_key=config.action_mask_key)
         self.policy = policy.to(self.device)
+        if adds_custom_loss(self.policy) and not self.adds_custom_loss:
+            raise ConfigError(f"the custom model overrides custom_loss(), which {type(self).__name__} does not "
+                              "add to its loss (PPO and PG do); train it with one of those, or drop custom_loss()")
         torch.set_num_threads(self.learner_threads())
         mask = self.preprocess.mask
         self.obs_filter = make_filter(config.observation_filter, self.preprocess.shape, None if mask is None else mask.mask)

@@ -235,11 +235,12 @@ def model_metrics(policy: Any) -> dict[str, Any]:
 
 
 def adds_custom_loss(policy: Any) -> bool:
-    """Whether ``policy`` is a custom model overriding ``custom_loss`` (volley's base class's and
+    """Whether ``policy`` holds a custom model overriding ``custom_loss`` (volley's base class's and
     RLlib's add nothing)."""
-    if not isinstance(policy, ModelV2ActorCritic):
+    wrappers = [module for module in policy.modules() if isinstance(module, _ModelV2Input)]  # DQN's: its body
+    if not wrappers:
         return False
-    owner = next(cls for cls in type(policy.model).__mro__ if "custom_loss" in vars(cls))
+    owner = next(cls for cls in type(wrappers[0].model).__mro__ if "custom_loss" in vars(cls))
     return owner is not TorchModelV2 and not owner.__module__.startswith("ray.rllib.models")
 
 

@@ -230,3 +230,20 @@ def test_env_task_fn_and_custom_evaluation_function_reach_a_tune_trial(ray_sessi
     assert result.error is None
     assert result.metrics["evaluation"]["foo"] == 1
     assert set(result.metrics["episode_lengths_this_iter"]) == {7}  # the task set after iteration 2
+
+
+# -- RLlib's own classes on Ray workers ---------------------------------------------------------
+
+
+def test_rllibs_own_model_and_callbacks_classes_run_on_ray_workers(ray_session):
+    pytest.importorskip("ray.rllib.models.torch.torch_modelv2", reason="ray[rllib] is not installed")
+    from rllib_classes import LengthCallbacks, RLlibModel
+
+    config = quick(engine="ray").training(model={"custom_model": RLlibModel, "fcnet_hiddens": [16]})
+    algo = config.callbacks(LengthCallbacks).build()
+    result = algo.train()
+    while result["episodes_total"] < 3:
+        result = algo.train()
+    assert result["num_workers"] == 1
+    assert result["custom_metrics"]["length_seen_mean"] == pytest.approx(result["episode_len_mean"])
+    algo.stop()

@@ -10,15 +10,15 @@ import pytest
 import torch
 from torch import nn
 
-from volley import ConfigError, DQNConfig, PGConfig, PPOConfig
+from volley import ConfigError, DQNConfig, PGConfig, PPOConfig, TRPOConfig
 from volley import TorchModelV2 as VolleyModelV2
 
 rllib_models = pytest.importorskip("ray.rllib.models.torch.torch_modelv2", reason="ray[rllib] is not installed")
-from ray.rllib.algorithms.callbacks import DefaultCallbacks as RLlibCallbacks  # noqa: E402
 from ray.rllib.algorithms.dqn.dqn_torch_model import DQNTorchModel  # noqa: E402
 from ray.rllib.models.torch.fcnet import FullyConnectedNetwork as RLlibFC  # noqa: E402
 from ray.rllib.models.torch.recurrent_net import RecurrentNetwork as RLlibRecurrent  # noqa: E402
 from ray.rllib.models.torch.torch_action_dist import TorchCategorical as RLlibCategorical  # noqa: E402
+from rllib_classes import LengthCallbacks, RLlibModel  # noqa: E402
 
 TorchModelV2 = rllib_models.TorchModelV2
 
@@ -29,21 +29,6 @@ def quick(config_class=PPOConfig, **training):
     if config_class is PPOConfig:
         training = {"train_batch_size": 128, "minibatch_size": 64, "num_epochs": 2, **training}
     return config.rollouts(num_rollout_workers=0).training(**training)
-
-
-class RLlibModel(TorchModelV2, nn.Module):
-    """RLlib's own base class, with RLlib's own MLP inside."""
-
-    def __init__(self, obs_space, action_space, num_outputs, model_config, name):
-        TorchModelV2.__init__(self, obs_space, action_space, num_outputs, model_config, name)
-        nn.Module.__init__(self)
-        self.mlp = RLlibFC(obs_space, action_space, num_outputs, model_config, name)
-
-    def forward(self, input_dict, state, seq_lens):
-        return self.mlp(input_dict)[0], state
-
-    def value_function(self):
-        return self.mlp.value_function()
 
 
 def test_a_model_on_rllibs_own_base_class_trains():
@@ -134,13 +119,6 @@ def test_rllibs_action_distribution_is_a_custom_action_dist():
     algo.stop()
 
 
-class LengthCallbacks(RLlibCallbacks):
-    """RLlib's custom_metrics_and_callbacks.py's way: a metric set in on_episode_end."""
-
-    def on_episode_end(self, *, worker, base_env, policies, episode, env_index=None, **kwargs):
-        episode.custom_metrics["length_seen"] = episode.length
-
-
 def test_rllibs_own_callbacks_class_runs_its_hooks():
     algo = quick().callbacks(LengthCallbacks).build()
     result = algo.train()
@@ -190,6 +168,16 @@ def test_custom_loss_is_added_and_metrics_reported(config_class, training):
     # metrics() after the last update, where RLlib 2.9's torch policy puts them
     assert result["info"]["learner"]["default_policy"]["model"]["anchor"] == pytest.approx(anchor)
     algo.stop()
+
+
+@pytest.mark.parametrize("config_class", [TRPOConfig, DQNConfig])
+def test_an_algorithm_that_does_not_add_custom_loss_says_so(config_class):
+    class QAnchored(Anchored):  # DQN's body: its outputs are features
+        pass
+
+    with pytest.raises(ConfigError, match=rf"the custom model overrides custom_loss\(\), which "
+                                          rf"{config_class.__name__.removesuffix('Config')} does not add"):
+        quick(config_class, model={"custom_model": QAnchored}).build()
 
 
 def test_pg_adds_a_custom_loss_only_where_the_learner_computes_the_loss():

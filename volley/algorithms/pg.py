@@ -66,6 +66,7 @@ class PG(Algorithm):
     config: PGConfig
     policy: ActorCriticPolicy
     averages_gradients = True
+    adds_custom_loss = True
 
     # worker-side: Monte-Carlo returns (torch-free, so a samples-mode worker never imports torch)
     postprocess = staticmethod(returns_columns)

@@ -45,6 +45,7 @@ class PPO(Algorithm):
     config_class = PPOConfig
     config: PPOConfig
     averages_gradients = True
+    adds_custom_loss = True
 
     postprocess = staticmethod(gae_columns)  # worker-side: GAE advantages and value targets
 
