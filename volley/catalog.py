@@ -87,10 +87,10 @@ DIST_METHODS = ("required_model_output_shape", "logp", "sample", "deterministic_
 
 
 def check_model_class(name: str, model_class: Any) -> None:
-    """A ConfigError naming ``name`` unless ``model_class`` is a torch module with ModelV2's methods:
-    volley's ``TorchModelV2`` or RLlib's (``ray.rllib.models.torch.torch_modelv2``), RLlib's
-    ``RecurrentNetwork`` or its model classes (``DQNTorchModel``) subclassed, or any class of that
-    protocol."""
+    """A ConfigError naming ``name`` unless ``model_class`` is a torch module with ModelV2's methods,
+    whose base class is not checked: volley's ``TorchModelV2`` or RLlib's
+    (``ray.rllib.models.torch.torch_modelv2``), RLlib's ``RecurrentNetwork`` or its model classes
+    (``DQNTorchModel``) subclassed."""
     if not (isinstance(model_class, type) and issubclass(model_class, nn.Module)
             and has_methods(model_class, MODEL_METHODS)):
         raise ConfigError(f"custom model {name!r} is {model_class!r}: it must be a torch.nn.Module with "

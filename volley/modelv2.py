@@ -213,7 +213,7 @@ def with_custom_loss(policy: Any, loss: torch.Tensor, loss_inputs: dict[str, Any
     calls it after the algorithm's loss (``loss`` itself for volley's own networks). volley's
     algorithms have one optimizer, so the model returns one loss."""
     model = getattr(policy, "model", None) if isinstance(policy, ModelV2ActorCritic) else None
-    if model is None:
+    if model is None or not hasattr(model, "custom_loss"):  # volley's network, or a model without one
         return loss
     out = model.custom_loss([loss], loss_inputs)
     losses = list(out) if isinstance(out, (list, tuple)) else [out]
@@ -227,7 +227,7 @@ def with_custom_loss(policy: Any, loss: torch.Tensor, loss_inputs: dict[str, Any
 def model_metrics(policy: Any) -> dict[str, Any]:
     """``{"model": metrics}`` of a custom model that reports ``metrics()`` (RLlib reports them after
     each update, under ``info/learner/default_policy/model``); ``{}`` otherwise."""
-    if not isinstance(policy, ModelV2ActorCritic):
+    if not isinstance(policy, ModelV2ActorCritic) or not hasattr(policy.model, "metrics"):
         return {}
     found = {key: value.item() if isinstance(value, torch.Tensor) else value
              for key, value in policy.model.metrics().items()}
@@ -240,7 +240,7 @@ def adds_custom_loss(policy: Any) -> bool:
     wrappers = [module for module in policy.modules() if isinstance(module, _ModelV2Input)]  # DQN's: its body
     if not wrappers:
         return False
-    owner = next(cls for cls in type(wrappers[0].model).__mro__ if "custom_loss" in vars(cls))
+    owner = next((cls for cls in type(wrappers[0].model).__mro__ if "custom_loss" in vars(cls)), TorchModelV2)
     return owner is not TorchModelV2 and not owner.__module__.startswith("ray.rllib.models")
 
 
