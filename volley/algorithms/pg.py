@@ -28,7 +28,9 @@ import torch
 from volley.algorithm import Algorithm
 from volley.algorithm_configs import PGConfig
 from volley.config import AlgorithmConfig
+from volley.errors import ConfigError
 from volley.models import ActorCriticPolicy
+from volley.modelv2 import adds_custom_loss, model_metrics, with_custom_loss
 from volley.optim import RMSprop
 from volley.rollout.advantages import returns_columns
 from volley.rollout.batch import Batch
@@ -74,11 +76,15 @@ class PG(Algorithm):
     config: PGConfig
     policy: ActorCriticPolicy
     averages_gradients = True
+    adds_custom_loss = True
 
     # worker-side: Monte-Carlo returns (torch-free, so a samples-mode worker never imports torch)
     postprocess = staticmethod(returns_columns)
 
     def setup(self) -> None:
+        if self.config.mode == "gradients" and adds_custom_loss(self.policy):
+            raise ConfigError("the custom model's custom_loss() needs PG's mode='samples' (the learner computes "
+                              "the loss there); mode='gradients' has the workers compute the gradients")
         self.optimizer = RMSprop(self.policy.policy_parameters(), lr=self.scheduled("lr"),
                                  alpha=self.config.decay_rate, eps=1e-5)
 
@@ -93,7 +99,8 @@ class PG(Algorithm):
             pieces = self.sample_and_apply(gradient_pieces, self.config.batch_episodes)
             loss = self.combine_gradients(pieces)
         self.optimizer_step(self.optimizer, loss, self.config.grad_clip)
-        return {"policy_loss": loss, "lr": self.schedule_lr(self.optimizer)}  # as RLlib's learner after an update
+        # as RLlib's learner after an update
+        return {"policy_loss": loss, "lr": self.schedule_lr(self.optimizer), **model_metrics(self.policy)}
 
     def _standardizer(self, count: float, total: float, total_sq: float) -> tuple[float, float]:
         """Mean and scale of the returns over the whole batch (0 and 1 when the learner does not
@@ -109,7 +116,8 @@ class PG(Algorithm):
         mean, scale = self._standardizer(len(returns), returns.sum().item(), (returns**2).sum().item())
         data = self.sequences(batch, ("obs", "actions", "returns"))  # rows, or padded sequences
         logp = self.policy.distribution(**data.inputs).log_prob(data["actions"])
-        return reinforce_loss(logp, data["returns"], mean, scale, data.sum)
+        return with_custom_loss(self.policy, reinforce_loss(logp, data["returns"], mean, scale, data.sum),
+                                data.columns)
 
     def combine_gradients(self, pieces: list[Pieces]) -> float:
         """Set the policy's gradient from the workers' pieces (mode "gradients"); return the loss."""

@@ -18,6 +18,7 @@ import torch
 from volley.algorithm import Algorithm
 from volley.algorithm_configs import PPOConfig
 from volley.errors import ConfigError
+from volley.modelv2 import model_metrics, with_custom_loss
 from volley.optim import Adam
 from volley.rollout.advantages import explained_variance, gae_columns
 from volley.rollout.batch import Batch
@@ -99,6 +100,7 @@ class PPO(Algorithm):
     config_class = PPOConfig
     config: PPOConfig
     averages_gradients = True
+    adds_custom_loss = True
 
     postprocess = staticmethod(gae_columns)  # worker-side: GAE advantages and value targets
 
@@ -147,10 +149,11 @@ class PPO(Algorithm):
                                 vf_clip_param=cfg.vf_clip_param, vf_loss_coeff=cfg.vf_loss_coeff,
                                 entropy_coeff=self.entropy_coeff,
                                 kl_coeff=self.kl_coeff if self.kl_penalty else None, mean=mb.mean)
+                total = with_custom_loss(self.policy, loss.total, mb.columns)  # a custom model's own loss
 
                 self.optimizer.zero_grad()
-                loss.total.backward()
-                self.optimizer_step(self.optimizer, loss.total, cfg.grad_clip)
+                total.backward()
+                self.optimizer_step(self.optimizer, total, cfg.grad_clip)
 
                 with torch.no_grad():
                     stats.append(torch.stack([loss.policy, loss.value, loss.entropy, loss.kl, loss.clip_fraction]))
@@ -160,7 +163,7 @@ class PPO(Algorithm):
         means = torch.stack(stats).mean(0).tolist()
         names = ("policy_loss", "vf_loss", "entropy", "kl", "clip_fraction")
         return {**dict(zip(names, means, strict=True)),
-                "num_epochs_done": epochs_done, "kl_coeff": self.kl_coeff,
+                "num_epochs_done": epochs_done, "kl_coeff": self.kl_coeff, **model_metrics(self.policy),
                 "explained_variance": explained_variance(batch["values"], batch["value_targets"])}
 
     @property
