@@ -51,7 +51,8 @@ from volley.rllib_results import DEFAULT_POLICY, evaluation_views, training_view
 from volley.rollout.batch import Batch
 from volley.rollout.filters import FilterStats, RunningStats, make_filter
 from volley.rollout.sequences import Sequences
-from volley.rollout.worker import EnvStreams, RolloutWorker, SampleResult
+from volley.rollout.streams import EnvStreams
+from volley.rollout.worker import RolloutWorker, SampleResult
 from volley.schedules import value_at
 from volley.spaces import action_layout
 

@@ -16,7 +16,7 @@ from volley.distributions import Categorical, EpsilonGreedy, action_distribution
 from volley.errors import ConfigError, VolleyError
 from volley.heads import action_head, epsilon_greedy_logp
 from volley.observations import find_action_mask
-from volley.rollout.worker import EnvStreams
+from volley.rollout.streams import EnvStreams
 from volley.spaces import MASKED, action_layout
 
 NESTED = Dict({"a": Tuple([Dict({"d": Box(-10.0, 10.0, ()), "e": Discrete(3)})]), "b": Box(-10.0, 10.0, (2,)),

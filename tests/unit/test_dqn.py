@@ -14,7 +14,8 @@ from volley.algorithms.dqn import DQN, exploration_epsilon, q_targets
 from volley.config import ModelConfig
 from volley.heads import epsilon_greedy_head
 from volley.models import EpsilonGreedy, QNetwork, trunk
-from volley.rollout.worker import EnvStreams, RolloutWorker
+from volley.rollout.streams import EnvStreams
+from volley.rollout.worker import RolloutWorker
 
 
 def small(**training) -> DQNConfig:

@@ -13,7 +13,7 @@ from volley.catalog import build_policy
 from volley.heads import categorical_head, gaussian_head
 from volley.models import DiagGaussian
 from volley.observations import ObsPreprocessor
-from volley.rollout.worker import EnvStreams
+from volley.rollout.streams import EnvStreams
 
 
 def test_discrete_observations_are_one_hot():

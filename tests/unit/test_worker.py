@@ -9,7 +9,8 @@ import torch
 from gymnasium.wrappers import TimeLimit
 
 from volley import PPOConfig
-from volley.rollout.worker import EnvStreams, RolloutWorker
+from volley.rollout.streams import EnvStreams
+from volley.rollout.worker import RolloutWorker
 
 
 class Counter(gym.Env):

@@ -144,6 +144,16 @@ def vtrace_columns(columns: dict[str, np.ndarray], config: AlgorithmConfig) -> d
             "bootstrap": bootstrap, "valid": extended(valid) | bootstrap}
 
 
+def bootstrap_ends(ends: np.ndarray, bootstrap: np.ndarray) -> np.ndarray:
+    """Episode ends ``[T, N]`` moved onto V-trace's ``[T + 1, N]`` rows (``vtrace_columns``): a
+    bootstrap row holds the final observation of the episode truncated on the step before it, so
+    that episode ends on the bootstrap row, which ``on_postprocess_trajectory`` sees as its last."""
+    ends = np.concatenate([ends, np.zeros_like(ends[:1])])
+    before = np.concatenate([np.zeros_like(ends[:1]), ends[:-1]])  # [T + 1, N]: the step before ended
+    after = np.concatenate([bootstrap[1:], np.zeros_like(bootstrap[:1])])  # the row after is a bootstrap row
+    return (ends & ~after) | (bootstrap & before)
+
+
 def vtrace_targets(log_rhos: np.ndarray, rewards: np.ndarray, values: np.ndarray, terminated: np.ndarray,
                    bootstrap: np.ndarray, config: AlgorithmConfig) -> tuple[np.ndarray, np.ndarray]:
     """:func:`vtrace` over a learner's batch ``[B]`` of :func:`vtrace_columns` rows (fragments flattened

@@ -15,8 +15,9 @@ step, so following an episode costs nothing per step unless ``on_episode_step`` 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
+import gymnasium as gym
 import numpy as np
 
 from volley.callbacks import (
@@ -29,11 +30,42 @@ from volley.callbacks import (
     Hooks,
     Policies,
 )
+from volley.config import AlgorithmConfig
 from volley.envs import ERROR_INFO, GuardedVectorEnv, guarded_envs
 from volley.rollout.batch import Batch
 
 if TYPE_CHECKING:
-    from volley.rollout.worker import RolloutWorker
+    from volley.models import Policy
+
+
+class EnvHost(Protocol):
+    """What is read of a worker (a :class:`~volley.rollout.worker.RolloutWorker`) to give its
+    environments to a hook, which gets the worker itself as ``worker``."""
+
+    config: AlgorithmConfig
+    worker_index: int
+    num_workers: int
+    num_envs: int
+    env: gym.vector.VectorEnv  # made again when a native vector env fails: read it each time
+    hooks: Hooks
+
+
+class WorkerView(EnvHost, Protocol):
+    """What the episodes read of their worker."""
+
+    env_indices: list[int]  # each environment's global index
+    action_space: gym.Space
+
+    @property
+    def policy(self) -> Policy: ...
+
+    # [N] each environment's running episode's steps and return so far: the worker's own arrays,
+    # updated in place, which the episodes keep by reference
+    @property
+    def running_lengths(self) -> np.ndarray: ...
+
+    @property
+    def running_returns(self) -> np.ndarray: ...
 
 
 def env_item(values: Any, env: int) -> Any:
@@ -97,7 +129,7 @@ class StepView:
 class BaseEnvView:
     """RLlib's ``base_env``: the worker's vector of environments."""
 
-    def __init__(self, worker: RolloutWorker) -> None:
+    def __init__(self, worker: EnvHost) -> None:
         self.worker = worker
 
     def get_sub_environments(self, as_dict: bool = False) -> list[Any] | dict[int, Any]:
@@ -115,7 +147,7 @@ class BaseEnvView:
         return self.worker.env
 
 
-def sub_environments_created(worker: RolloutWorker, indices: list[int] | None = None) -> None:
+def sub_environments_created(worker: EnvHost, indices: list[int] | None = None) -> None:
     """``on_sub_environment_created`` for environments ``indices`` of ``worker`` (all by default;
     a native vector env comes as itself, ``env_index=None``)."""
     guards = guarded_envs(worker.env)
@@ -126,7 +158,7 @@ def sub_environments_created(worker: RolloutWorker, indices: list[int] | None = 
                      env_index=index)
 
 
-def each_env(worker: RolloutWorker) -> list[tuple[Any, EnvContext]]:
+def each_env(worker: EnvHost) -> list[tuple[Any, EnvContext]]:
     """Each environment of ``worker`` as RLlib's ``foreach_env_with_context`` gives it: the
     environment itself (under volley's wrappers; a native vector env as itself) and its context."""
     guards = guarded_envs(worker.env)
@@ -138,11 +170,11 @@ def each_env(worker: RolloutWorker) -> list[tuple[Any, EnvContext]]:
 class EpisodeTracker:
     """One :class:`~volley.callbacks.Episode` per environment of a worker, and the episode hooks."""
 
-    def __init__(self, worker: RolloutWorker, hooks: Hooks) -> None:
+    def __init__(self, worker: WorkerView, hooks: Hooks) -> None:
         num_envs = worker.num_envs
         self.worker, self.hooks = worker, hooks
         space = worker.action_space
-        self.view = StepView(worker._episode_length, worker._episode_return,
+        self.view = StepView(worker.running_lengths, worker.running_returns,
                              np.zeros((num_envs, *(space.shape or ())), space.dtype))
         self.used = {hook: hooks.uses(hook) for hook in EPISODE_HOOKS}
         self.guarded = guarded_envs(worker.env) is not None  # a native vector env stays one when made again
