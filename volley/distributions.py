@@ -152,12 +152,13 @@ class SquashedGaussian(Distribution):
         self.mean, self.log_std, self.uniform = mean, log_std, uniform
         self.inputs = (mean, log_std)
 
-    def rsample(self) -> tuple[torch.Tensor, torch.Tensor]:
+    def rsample(self, generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """A reparameterised draw ``a = tanh(mean + std·ε)`` ``[B, d]`` and its log-probability ``[B]``,
         differentiable in the mean and log-std: the Gaussian's log-density of ``u`` less tanh's
         log-determinant ``Σ log(1 − tanh²(u))``, written ``2·(log 2 − u − softplus(−2u))``, which
-        stays finite where ``tanh(u)`` rounds to ±1 (the paper's appendix C)."""
-        noise = torch.randn_like(self.mean)
+        stays finite where ``tanh(u)`` rounds to ±1 (the paper's appendix C). ``ε`` comes from
+        ``generator`` (None: torch's global one)."""
+        noise = torch.randn(self.mean.shape, generator=generator, dtype=self.mean.dtype, device=self.mean.device)
         u = self.mean + self.log_std.exp() * noise
         gaussian = -0.5 * noise.square() - self.log_std - 0.5 * math.log(2 * math.pi)
         log_det = 2.0 * (math.log(2.0) - u - nn.functional.softplus(-2.0 * u))

@@ -264,6 +264,23 @@ def test_same_seed_same_weights_however_the_steps_are_split_into_iterations():
     assert not np.array_equal(split, weights(4, 16, 4))
 
 
+def test_same_seed_runs_trained_in_turn_in_one_process_reach_the_same_weights():
+    """The losses draw from the learner's own generator: two runs with one seed, trained in turn
+    in one process, each drawing between the other's updates, still reach the same weights (from
+    torch's global generator they did not)."""
+    first, second = small(learning_starts=8).build(), small(learning_starts=8).build()
+    try:
+        for _ in range(3):
+            first.train()
+            second.train()
+        assert first.learner_updates == second.learner_updates == 24
+        np.testing.assert_array_equal(first.policy.get_flat_weights(), second.policy.get_flat_weights())
+        torch.testing.assert_close(first.log_alpha, second.log_alpha, rtol=0, atol=0)
+    finally:
+        first.stop()
+        second.stop()
+
+
 # -- config keys: RLlib's, SB3's ---------------------------------------------------------------
 
 
@@ -442,7 +459,7 @@ def test_checkpoint_round_trip_with_replay_contents(tmp_path):
     finally:
         algo.stop()
     tensors, manifest = read_checkpoint(path)
-    assert {"critics.weights.0", "target_critics.weights.0", "log_alpha", "replay.0.obs"} <= set(tensors)
+    assert {"critics.weights.0", "target_critics.weights.0", "log_alpha", "rng.noise", "replay.0.obs"} <= set(tensors)
     restored = Algorithm.from_checkpoint(path)
     try:
         np.testing.assert_array_equal(restored.policy.get_flat_weights(), saved["policy"])

@@ -47,16 +47,18 @@ from volley.replay import PrioritizedReplayBuffer, make_replay_buffer, n_step_co
 from volley.rollout.batch import Batch
 
 STATS = ("critic_loss", "actor_loss", "alpha_loss", "alpha", "entropy", "q_mean")
+NOISE_STREAM = 2  # the learner's generator is seeded from (seed, NOISE_STREAM)
 
 
 @torch.no_grad()
 def critic_targets(actor: SquashedGaussianActor, target_critics: StackedQ, alpha: torch.Tensor,
-                   returns: torch.Tensor, next_obs: torch.Tensor, discounts: torch.Tensor) -> torch.Tensor:
+                   returns: torch.Tensor, next_obs: torch.Tensor, discounts: torch.Tensor,
+                   generator: torch.Generator | None = None) -> torch.Tensor:
     """The soft Bellman targets ``y = R + discount·(min_i Q̂_i(s', a') − α·log π(a'|s'))`` ``[B]``,
     ``a'`` drawn from the current policy: the smaller of the twin targets keeps either critic's
     overestimates out (clipped double Q, Fujimoto et al., 2018); ``discount`` is ``γ^m`` after
     ``m`` rewards, 0 where the episode terminated."""
-    next_actions, next_logp = actor.distribution(next_obs).rsample()
+    next_actions, next_logp = actor.distribution(next_obs).rsample(generator)
     return soft_targets(returns, discounts, target_critics(next_obs, next_actions), alpha, next_logp)
 
 
@@ -92,17 +94,19 @@ class Losses(NamedTuple):
 
 
 def sac_losses(actor: SquashedGaussianActor, critics: StackedQ, target_critics: StackedQ,
-               log_alpha: torch.Tensor, target_entropy: float, batch: dict[str, torch.Tensor]) -> Losses:
+               log_alpha: torch.Tensor, target_entropy: float, batch: dict[str, torch.Tensor],
+               generator: torch.Generator | None = None) -> Losses:
     """SAC's three losses on one minibatch (``obs``, ``actions``, ``returns``, ``next_obs``,
     ``discounts``, importance ``weights``), each with gradients for its own parameters only:
     the critics' loss reads detached targets, the actor's reads the critics through detached
     weights (the gradient reaches the actions, never the critics), the temperature's reads a
     detached log-probability. So one ``backward()`` of their sum gives every network its own
-    gradient."""
+    gradient. The actions ``a'`` and ``ã`` are drawn from ``generator`` (None: torch's global one)."""
     alpha = log_alpha.detach().exp()
-    targets = critic_targets(actor, target_critics, alpha, batch["returns"], batch["next_obs"], batch["discounts"])
+    targets = critic_targets(actor, target_critics, alpha, batch["returns"], batch["next_obs"], batch["discounts"],
+                             generator)
     q = critics(batch["obs"], batch["actions"])  # [k, B], every critic in one pass
-    actions, log_prob = actor.distribution(batch["obs"]).rsample()
+    actions, log_prob = actor.distribution(batch["obs"]).rsample(generator)
     return Losses(critic_loss(q, targets, batch["weights"]),
                   actor_loss(alpha, log_prob, critics(batch["obs"], actions, frozen=True)),
                   temperature_loss(log_alpha, log_prob, target_entropy),
@@ -142,6 +146,11 @@ class SAC(Algorithm):
         self.actor_optimizer = Adam(self.policy.actor_parameters(), lr=actor_lr)
         self.critic_optimizer = Adam(self.critics.parameters(), lr=critic_lr)
         self.alpha_optimizer = Adam([self.log_alpha], lr=alpha_lr)
+        # the losses' draws come from the learner's own generator, seeded apart from the one that
+        # initialised the networks: a run stays a function of its seed whatever else in the process
+        # draws from torch's global generator (another run, a callback)
+        self.noise = torch.Generator(self.device).manual_seed(
+            int(np.random.SeedSequence([cfg.seed, NOISE_STREAM]).generate_state(1)[0]))
         self.lr_scheduled = isinstance(cfg.lr, list) or cfg.lr_schedule is not None
         self.updates_per_step = cfg.updates_per_step(self.workers.plan)
         self.last_target_update = 0  # environment steps sampled at the last one (target_network_update_freq)
@@ -198,7 +207,7 @@ class SAC(Algorithm):
         non-finite loss or gradient."""
         cfg = self.config
         losses = sac_losses(self.policy, self.critics, self.target_critics, self.log_alpha, self.target_entropy,
-                            {k: torch.as_tensor(v, device=self.device) for k, v in batch.items()})
+                            {k: torch.as_tensor(v, device=self.device) for k, v in batch.items()}, self.noise)
         for optimizer in self.optimizers().values():
             optimizer.zero_grad()
         (losses.critic + losses.actor + losses.alpha).backward()
@@ -236,17 +245,20 @@ class SAC(Algorithm):
     # -- checkpoints: critics, targets, temperature, counters and (optionally) the replay buffer ----
 
     def learner_state(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-        """The critics, their targets and the temperature (the policy and the optimizers are saved
-        by every algorithm)."""
-        return {**{f"critics.{k}": v for k, v in self.critics.state_dict().items()},
-                **{f"target_critics.{k}": v for k, v in self.target_critics.state_dict().items()},
-                "log_alpha": self.log_alpha.detach()}, {"last_target_update": self.last_target_update}
+        """The critics, their targets, the temperature and the losses' generator (the policy and the
+        optimizers are saved by every algorithm)."""
+        tensors = {**{f"critics.{k}": v for k, v in self.critics.state_dict().items()},
+                   **{f"target_critics.{k}": v for k, v in self.target_critics.state_dict().items()},
+                   "log_alpha": self.log_alpha.detach(), "rng.noise": self.noise.get_state()}
+        return tensors, {"last_target_update": self.last_target_update}
 
     def load_learner_state(self, tensors: dict[str, torch.Tensor], state: dict[str, Any]) -> None:
         for prefix, module in (("critics.", self.critics), ("target_critics.", self.target_critics)):
             module.load_state_dict({k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)})
         with torch.no_grad():
             self.log_alpha.copy_(tensors["log_alpha"])
+        if "rng.noise" in tensors:  # older checkpoints have none: the generator goes on from its seed
+            self.noise.set_state(tensors["rng.noise"])
         self.last_target_update = state["last_target_update"]
         self.follow_warmup()
 
