@@ -7,14 +7,16 @@ line and exit with status 2; a traceback means a bug in volley.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TextIO
 
+from volley._version import __version__
 from volley.errors import ConfigError, VolleyError, WorkerError
 
 # What str.splitlines() breaks at, written out as escapes so an error stays on one line
@@ -25,6 +27,15 @@ _ESCAPED_BREAKS = {ord(c): c.encode("unicode_escape").decode()
 def one_line(message: str) -> str:
     """A message with its line breaks escaped (``\\n``): a user's argument may hold one."""
     return message.translate(_ESCAPED_BREAKS)
+
+
+def say(message: str, stream: TextIO) -> None:
+    """Write ``message`` to ``stream``, escaping what its encoding cannot hold (``\\ud800``): a
+    user's argument may hold a lone surrogate, which a strict stream (a pipe with
+    PYTHONIOENCODING=utf-8, a test's capture) would refuse with a UnicodeEncodeError."""
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    stream.write(message.encode(encoding, "backslashreplace").decode(encoding))
+    stream.flush()
 
 
 class _Parser(argparse.ArgumentParser):
@@ -39,6 +50,11 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {one_line(message)} (see '{self.prog} --help')\n")
+
+    def _print_message(self, message: str, file: Any = None) -> None:
+        if message:
+            with contextlib.suppress(AttributeError, OSError):  # as argparse: no stream, a closed pipe
+                say(message, file or sys.stderr)
 
 
 def _count(minimum: int) -> Any:
@@ -148,6 +164,7 @@ def import_user_modules(modules: list[str]) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="volley", description="Train RL agents with parallel rollout workers.")
+    parser.add_argument("--version", action="version", version=f"volley {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     train = commands.add_parser("train", help="train an agent until a stop criterion")
@@ -567,7 +584,7 @@ def main(argv: list[str] | None = None) -> int:
         if _mpi_rank() != 0 and sys.excepthook is not sys.__excepthook__ and not isinstance(exc, ConfigError):
             raise  # this rank's own failure once the MPI job is up: its hook names it and aborts all
         if _mpi_rank() == 0:  # every rank hits the same mistake (a config is the same on all); say it once
-            print(f"volley {args.command}: error: {one_line(str(exc))}", file=sys.stderr)
+            say(f"volley {args.command}: error: {one_line(str(exc))}\n", sys.stderr)
         return 2
     except KeyboardInterrupt:  # a second Ctrl-C while the final checkpoint was being written
         print(f"volley {args.command}: interrupted", file=sys.stderr)

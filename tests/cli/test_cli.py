@@ -44,6 +44,23 @@ def test_user_mistakes_get_one_line_and_exit_2(args, message):
     assert len(out.stderr.strip().splitlines()) == 1, out.stderr
 
 
+def test_version_is_the_package_version():
+    from volley._version import __version__
+
+    out = volley("--version", timeout=60)
+    assert out.returncode == 0 and out.stdout == f"volley {__version__}\n", out.stderr
+
+
+def test_dir_lists_the_public_names_unloaded():
+    """Tab completion and dir() show what to import, though PEP 562 loads the names on first use."""
+    import volley as package
+
+    names = dir(package)
+    assert names == sorted(package.__all__)
+    assert {"PPOConfig", "SACConfig", "register_env", "Algorithm"} <= set(names)
+    assert "importlib" not in names and "_HOMES" not in names
+
+
 def test_train_then_evaluate_round_trip(tmp_path):
     out = volley("train", "--engine", "local", "--max-iters", "3", "--seed", "1",
                  "--envs-per-worker", "4", "--logdir", str(tmp_path))
