@@ -137,6 +137,14 @@ def _add_run_flags(command: argparse.ArgumentParser, workers_default: str) -> No
     command.add_argument("--set", dest="overrides", type=_key_value, action="append", default=[],
                          metavar="KEY=VALUE", help="any config key, e.g. --set lr=1e-3 (repeatable)")
     _add_import_flag(command)
+    _add_wandb_flags(command)
+
+
+def _add_wandb_flags(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--wandb", action="store_true",
+                         help="also log to Weights & Biases (pip install 'volley-rl[wandb]'; "
+                         "WANDB_MODE=offline works without an account)")
+    command.add_argument("--wandb-project", metavar="PROJECT", help="the W&B project (default: volley)")
 
 
 def _add_import_flag(command: argparse.ArgumentParser) -> None:
@@ -231,6 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--video", metavar="PATH",
                           help="also write the episodes as a video (.mp4 or .gif)")
     _add_import_flag(evaluate)
+    _add_wandb_flags(evaluate)
 
     plot = commands.add_parser("plot", help="learning curves of runs (progress.jsonl) as an image")
     plot.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run or Tune trial directories")
@@ -281,7 +290,19 @@ def _train(args: argparse.Namespace) -> int:
                 and (i == 0 or args.argv[i - 1] != "--nprocs")]
         return run_under_mpiexec(args.nprocs, [sys.executable, "-m", "volley", *rest])
     overrides = _overrides(args, engine=args.engine, num_workers=args.workers)
+    if not args.wandb or _mpi_rank() != 0:  # under MPI, rank 0 trains and logs; the others serve it
+        return _run(args, overrides)
+    from volley.tracking import wandb_run
+
+    with wandb_run(args.wandb_project, "train") as tracker:
+        return _run(args, overrides, tracker)
+
+
+def _run(args: argparse.Namespace, overrides: dict[str, Any], tracker: Any = None) -> int:
+    """``volley train`` once the process is the one to train in (``tracker``: its W&B run)."""
     algo, run_dir, saved = _resume(args, overrides) if args.resume is not None else _start(args, overrides)
+    if tracker is not None:
+        tracker.name = run_dir.name  # the run directory's name, as CleanRL names its runs
     from volley.run import train_until  # imports torch: after _start has begun Ray's cluster
     try:
         if not algo.is_driver:  # an MPI rank other than 0: it serves rank 0, which prints and saves
@@ -399,6 +420,10 @@ def _start(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[Any, Pa
         # here on, main() shuts it down once the error is shown (the env id is checked first)
         ray_boot.begin(settings)
     config = _new_config(args, overrides, preset, env)
+    if args.wandb:
+        from volley.tracking import tracked_callbacks
+
+        config.update(**tracked_callbacks(config.callbacks_class, True))
     _install_hooks(config.engine)
     algo = config.build()
     ray_boot.abandon()  # begun for a run whose config turned out to want no cluster
@@ -413,6 +438,7 @@ def _resume(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[Any, P
     from volley.algorithms import get_algorithm_class
     from volley.checkpoint import read_checkpoint
     from volley.run import latest_checkpoint, rewind, run_settings
+    from volley.tracking import tracked_callbacks
 
     run_dir = Path(args.resume)
     if args.preset is not None or args.config_file is not None:
@@ -431,7 +457,8 @@ def _resume(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[Any, P
     merged = {**manifest["config"], **overrides}
     saved = run_settings(run_dir)
     _install_hooks(merged.get("engine", ""))
-    algo = trained.from_checkpoint(checkpoint, **overrides)
+    tracking = tracked_callbacks(manifest["config"].get("callbacks_class"), args.wandb)
+    algo = trained.from_checkpoint(checkpoint, **overrides, **tracking)
     if algo.is_driver:  # under MPI every rank restores; rank 0 alone touches the run directory
         rewind(run_dir, algo.iteration)
         print(f"volley: resuming from {checkpoint} (iteration {algo.iteration}, "
@@ -461,6 +488,7 @@ def _tune(args: argparse.Namespace) -> int:
     from ray.tune.schedulers import ASHAScheduler
 
     from volley.engines.ray_engine import init_ray, shutdown_ray
+    from volley.tracking import tune_callback
     from volley.tune import METRIC, search_space, sweep
 
     space = search_space(type(config), args.grid, args.uniform, args.loguniform)
@@ -472,8 +500,8 @@ def _tune(args: argparse.Namespace) -> int:
         scheduler = ASHAScheduler(max_t=args.max_iters) if args.asha else None
         results = sweep(config, space, samples=args.samples, stop=stop,
                         storage=Path(args.logdir or "runs"), name=name,
-                        checkpoint_freq=_first(args.checkpoint_freq, 10),
-                        scheduler=scheduler)
+                        checkpoint_freq=_first(args.checkpoint_freq, 10), scheduler=scheduler,
+                        callbacks=[tune_callback(args.wandb_project)] if args.wandb else None)
     finally:
         if started:
             shutdown_ray()
@@ -546,11 +574,27 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from volley.algorithms import Algorithm
-    from volley.video import FrameRecorder, check_video_path, write_video
+    from volley.checkpoint import read_checkpoint
+    from volley.tracking import tracked_callbacks
+    from volley.video import check_video_path
 
     video = check_video_path(args.video) if args.video else None
-    algo = Algorithm.from_checkpoint(args.checkpoint, to_play=True)
+    _, manifest = read_checkpoint(args.checkpoint)
+    tracking = tracked_callbacks(manifest["config"].get("callbacks_class"), args.wandb)
+    if not args.wandb:
+        return _play(args, video, tracking)
+    from volley.tracking import wandb_run
+
+    with wandb_run(args.wandb_project, "evaluate") as tracker:
+        return _play(args, video, tracking, tracker)
+
+
+def _play(args: argparse.Namespace, video: Path | None, tracking: dict[str, Any], tracker: Any = None) -> int:
+    """``volley evaluate``'s episodes, logged to ``tracker`` (a W&B run) if given."""
+    from volley.algorithms import Algorithm
+    from volley.video import FrameRecorder, write_video
+
+    algo = Algorithm.from_checkpoint(args.checkpoint, to_play=True, **tracking)
     try:
         recorder = FrameRecorder(algo.driver_worker(), algo.config.env) if video else None
         stats = algo.evaluate(args.episodes, before_step=recorder)
@@ -559,6 +603,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     print(f"volley: {stats['episodes_this_iter']} episodes of {algo.config.env}: return "
           f"{stats['episode_reward_mean']:.2f} +/- {stats['episode_reward_std']:.2f}, "
           f"length {stats['episode_len_mean']:.1f}")
+    written = None
     if recorder is not None and video is not None:
         if recorder.failure is not None:
             print(f"volley evaluate: cannot render {algo.config.env} ({recorder.failure}); "
@@ -566,6 +611,11 @@ def _evaluate(args: argparse.Namespace) -> int:
         else:
             write_video(recorder.frames, video, recorder.fps)
             print(f"volley: video of {len(recorder.frames)} frames written to {video}")
+            written = video
+    if tracker is not None:
+        from volley.tracking import log_evaluation
+
+        log_evaluation(tracker, stats, algo.timesteps_total, written)
     return 0
 
 

@@ -56,6 +56,13 @@ def flat_items(result: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]
     return items
 
 
+def scalars(result: dict[str, Any]) -> dict[str, numbers.Real]:
+    """The finite numbers of a result under their flat keys, without RLlib's views: what
+    TensorBoard and Weights & Biases plot."""
+    return {key: value for key, value in flat_items(without_views(result))
+            if isinstance(value, numbers.Real) and math.isfinite(value)}
+
+
 def _cell(value: Any, width: int, fmt: str) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-".rjust(width)
@@ -176,10 +183,10 @@ class ResultLogger:
             self.progress.flush()
         if self.writer is not None:
             step = result["timesteps_total"]
+            for key, value in scalars(result).items():
+                self.writer.add_scalar(f"volley/{key}", value, step)
             for key, value in flat_items(result):
-                if isinstance(value, numbers.Real) and math.isfinite(value):
-                    self.writer.add_scalar(f"volley/{key}", value, step)
-                elif key.startswith(("hist_stats/", "evaluation/hist_stats/")):
+                if key.startswith(("hist_stats/", "evaluation/hist_stats/")):
                     histogram = _histogram(value)
                     if histogram is not None:
                         self.writer.add_histogram(f"volley/{key}", histogram, step)

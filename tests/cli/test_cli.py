@@ -13,8 +13,8 @@ import pytest
 VOLLEY = os.path.join(os.path.dirname(sys.executable), "volley")
 
 
-def volley(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([VOLLEY, *args], capture_output=True, text=True, timeout=timeout)
+def volley(*args: str, timeout: int = 300, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([VOLLEY, *args], capture_output=True, text=True, timeout=timeout, env=env)
 
 
 @pytest.mark.parametrize(("args", "message"), [
