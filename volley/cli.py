@@ -19,6 +19,8 @@ from typing import Any, NoReturn, TextIO
 from volley._version import __version__
 from volley.errors import ConfigError, VolleyError, WorkerError
 
+STARTED = time.monotonic()  # the stop line counts start-up (imports, Ray, workers) from here
+
 # What str.splitlines() breaks at, written out as escapes so an error stays on one line
 _ESCAPED_BREAKS = {ord(c): c.encode("unicode_escape").decode()
                    for c in "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"}
@@ -231,7 +233,8 @@ def build_parser() -> argparse.ArgumentParser:
                          help="each vector environment also with an LSTM of 64 cells on its 64x64 MLP "
                          "(use_lstm), in the row below its own; by default CartPole with 1 and 16 envs")
 
-    commands.add_parser("presets", help="the tuned presets and the results measured with them")
+    presets = commands.add_parser("presets", help="the tuned presets and the results measured with them")
+    presets.add_argument("--markdown", action="store_true", help="print a markdown table instead")
 
     evaluate = commands.add_parser("evaluate", help="play episodes with a checkpoint's policy")
     evaluate.add_argument("checkpoint", help="checkpoint directory (a run's 'checkpoint' link works)")
@@ -322,11 +325,25 @@ def _run(args: argparse.Namespace, overrides: dict[str, Any], tracker: Any = Non
             keep_checkpoints=_first(args.keep_checkpoints, saved.get("keep_checkpoints"), 5))
     finally:
         algo.stop()
-    print(f"volley: stopped ({outcome.reason}) at iteration {algo.iteration}, "
-          f"{algo.timesteps_total} env steps, {outcome.wall_time_s:.1f} s")
+    print(f"volley: stopped ({outcome.reason}) at iteration {algo.iteration}, {algo.timesteps_total} env "
+          f"steps, {outcome.wall_time_s:.1f} s of training ({time.monotonic() - STARTED:.1f} s with start-up)")
     print(f"volley: checkpoint {outcome.checkpoint}")
+    if _on_budget(stop, outcome):
+        from volley.presets import short_run_hint
+
+        hint = short_run_hint(type(algo).__name__, config.env, algo.timesteps_total, args.preset)
+        if hint is not None:
+            print(hint)
     # a run stopped by a signal exits as shells expect (130 for Ctrl-C, 143 for SIGTERM)
     return 128 + outcome.signal if outcome.signal else 0
+
+
+def _on_budget(stop: Any, outcome: Any) -> bool:
+    """Whether a run stopped on its step or iteration limit (not its reward, time or a signal)."""
+    from volley.run import Stop
+
+    budget = Stop(iterations=stop.iterations, timesteps=stop.timesteps)
+    return bool(outcome.result) and budget.reason(outcome.result) == outcome.reason
 
 
 def _under_mpiexec() -> bool:
@@ -527,9 +544,9 @@ def _finite(value: float) -> float:
 
 
 def _presets(args: argparse.Namespace) -> int:
-    from volley.presets import presets_table
+    from volley.presets import presets_markdown, presets_table
 
-    print(presets_table())
+    print(presets_markdown() if args.markdown else presets_table())
     print("\nvolley train --preset NAME runs one (flags override its values); see benchmarks/RESULTS.md")
     return 0
 

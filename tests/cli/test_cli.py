@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -62,10 +63,17 @@ def test_dir_lists_the_public_names_unloaded():
 
 
 def test_train_then_evaluate_round_trip(tmp_path):
+    start = time.monotonic()
     out = volley("train", "--engine", "local", "--max-iters", "3", "--seed", "1",
                  "--envs-per-worker", "4", "--logdir", str(tmp_path))
+    wall = time.monotonic() - start
     assert out.returncode == 0, out.stderr
     assert "stopped (reached 3 iterations) at iteration 3" in out.stdout
+    # the training seconds, and the whole command's with start-up (torch's import at least)
+    stop = re.search(r", ([\d.]+) s of training \(([\d.]+) s with start-up\)$", out.stdout.splitlines()[-2])
+    assert stop is not None, out.stdout
+    training, in_all = float(stop.group(1)), float(stop.group(2))
+    assert training + 0.5 < in_all <= wall + 0.05
     (run_dir,) = tmp_path.iterdir()
     rows = [json.loads(line) for line in (run_dir / "progress.jsonl").read_text().splitlines()]
     assert [r["training_iteration"] for r in rows] == [1, 2, 3]
