@@ -21,7 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from volley.algorithms import ALGORITHMS
-from volley.cli import main, one_line, say
+from volley.arguments import one_line, say
+from volley.cli import main
 
 VOLLEY = os.path.join(os.path.dirname(sys.executable), "volley")
 KEYS = sorted({name for cls in ALGORITHMS.values() for name in cls.config_class.field_specs()})
