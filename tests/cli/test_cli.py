@@ -70,7 +70,7 @@ def test_train_then_evaluate_round_trip(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "stopped (reached 3 iterations) at iteration 3" in out.stdout
     # the training seconds, and the whole command's with start-up (torch's import at least)
-    stop = re.search(r", ([\d.]+) s of training \(([\d.]+) s with start-up\)$", out.stdout.splitlines()[-2])
+    stop = re.search(r"^volley: stopped .*, ([\d.]+) s of training \(([\d.]+) s with start-up\)$", out.stdout, re.M)
     assert stop is not None, out.stdout
     training, in_all = float(stop.group(1)), float(stop.group(2))
     assert training + 0.5 < in_all <= wall + 0.05

@@ -135,3 +135,33 @@ def test_tune_logs_each_trial_through_tunes_wandb_callback(offline):
                     (trials[run["config"]["lr"]] / "progress.jsonl").read_text().splitlines()]
         rows = [row for row in run["rows"] if "episode_reward_mean" in row]
         assert [row["episode_reward_mean"] for row in rows] == [r["episode_reward_mean"] for r in progress]
+
+
+def test_wandb_callbacks_log_into_the_active_run_from_python(tmp_path):
+    """SB3's pattern: wandb.init, then the callbacks; each train() result is one logged row."""
+    import wandb
+
+    from volley import PPOConfig
+    from volley.tracking import WandbCallbacks
+
+    config = PPOConfig().environment("CartPole-v1").update(
+        engine="local", num_workers=0, train_batch_size=256, minibatch_size=64).callbacks(WandbCallbacks)
+    run = wandb.init(project="python", mode="offline", dir=tmp_path, settings=wandb.Settings(console="off"))
+    try:
+        algo = config.build()
+        results = [algo.train() for _ in range(2)]
+        algo.stop()
+    finally:
+        run.finish()
+    logged = offline_run(tmp_path)
+    assert logged["config"]["train_batch_size"] == 256 and logged["config"]["algorithm"] == "PPO"
+    rows = [row for row in logged["rows"] if "episode_reward_mean" in row]
+    assert [(row["timesteps_total"], row["episode_reward_mean"], row["vf_loss"]) for row in rows] == [
+        (r["timesteps_total"], r["episode_reward_mean"], r["vf_loss"]) for r in results]
+
+    # no active run: nothing logged, one warning naming what to call
+    with pytest.warns(RuntimeWarning, match=r"call wandb.init\(\) before building"):
+        algo = config.build()
+    algo.train()
+    algo.stop()
+    assert len(list((tmp_path / "wandb").glob("offline-run-*"))) == 1
