@@ -44,8 +44,9 @@ if TYPE_CHECKING:
         TorchDiagGaussian,
         TorchDistributionWrapper,
     )
-    from volley.envs import register_env
+    from volley.envs import TaskSettableEnv, register_env
     from volley.errors import CallbackError, CheckpointError, ConfigError, EnvError, VolleyError
+    from volley.evaluation import collect_episodes, summarize_episodes
     from volley.modelv2 import (
         FullyConnectedNetwork,
         RecurrentNetwork,
@@ -55,9 +56,11 @@ if TYPE_CHECKING:
 
 _HOMES = {
     "Algorithm": "volley.algorithm", "AlgorithmConfig": "volley.config", "ModelConfig": "volley.config",
-    "register_env": "volley.envs", "ModelCatalog": "volley.catalog", "TorchModelV2": "volley.modelv2",
+    "register_env": "volley.envs", "TaskSettableEnv": "volley.envs", "ModelCatalog": "volley.catalog",
+    "TorchModelV2": "volley.modelv2",
     "FullyConnectedNetwork": "volley.modelv2", "RecurrentNetwork": "volley.modelv2",
     "add_time_dimension": "volley.modelv2",
+    **dict.fromkeys(["collect_episodes", "summarize_episodes"], "volley.evaluation"),
     **dict.fromkeys(["ActionDistribution", "TorchCategorical", "TorchDiagGaussian", "TorchDistributionWrapper"],
                     "volley.distributions"),
     **dict.fromkeys(["CallbackError", "CheckpointError", "ConfigError", "EnvError", "VolleyError"], "volley.errors"),
@@ -84,6 +87,7 @@ __all__ = ["APPO", "APPOConfig", "IMPALA", "IMPALAConfig", "ActionDistribution",
            "ApexSACConfig", "DQN", "DQNConfig", "PG", "PGConfig", "PPO", "Algorithm", "AlgorithmConfig",
            "CallbackError", "CheckpointError", "ConfigError", "DefaultCallbacks", "EnvError", "Episode",
            "FullyConnectedNetwork", "ModelCatalog", "ModelConfig", "PPOConfig", "RLlibCallback", "RecurrentNetwork",
-           "SAC", "SACConfig", "TRPO", "TRPOConfig", "TorchCategorical", "TorchDiagGaussian", "TorchDistributionWrapper",
-           "TorchModelV2", "VolleyError", "__version__", "add_time_dimension", "get_trainable_cls",
-           "make_multi_callbacks", "register_env"]
+           "SAC", "SACConfig", "TRPO", "TRPOConfig", "TaskSettableEnv", "TorchCategorical", "TorchDiagGaussian",
+           "TorchDistributionWrapper",
+           "TorchModelV2", "VolleyError", "__version__", "add_time_dimension", "collect_episodes",
+           "get_trainable_cls", "make_multi_callbacks", "register_env", "summarize_episodes"]

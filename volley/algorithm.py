@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from volley.acting import zero_actions
-from volley.callbacks import EpisodeMetrics, Hooks, LearnerMetrics, result_of
+from volley.callbacks import EpisodeMetrics, Hooks, LearnerMetrics
 from volley.catalog import build_policy
 from volley.checkpoint import (
     SavedCheckpoint,
@@ -37,7 +37,15 @@ from volley.config import AlgorithmConfig
 from volley.engines import WorkerGroup, make_worker_group
 from volley.envs import EnvCreator, SingleEnv, check_env_id, env_actions, registered_creator
 from volley.errors import CheckpointError, ConfigError, TrainingError, VolleyError, did_you_mean
+from volley.evaluation import (
+    custom_evaluation,
+    episodes_of,
+    recorded_evaluation,
+    set_env_tasks,
+    summarize_episodes,
+)
 from volley.models import ActorCriticPolicy, Policy
+from volley.modelv2 import adds_custom_loss
 from volley.optim import Optimizer
 from volley.rllib_results import DEFAULT_POLICY, evaluation_views, training_views
 from volley.rollout.batch import Batch
@@ -61,6 +69,8 @@ class Algorithm(ABC):
     policy: Policy  # subclasses name the kind they train (ActorCriticPolicy, QNetwork)
     # True where every update goes through reduce_gradients(), so MPI allreduce mode works
     averages_gradients: ClassVar[bool] = False
+    # True where the loss adds a custom model's custom_loss() (volley.modelv2.with_custom_loss)
+    adds_custom_loss: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -133,6 +143,9 @@ class Algorithm(ABC):
                                                config.network, config.head_hiddens,
                                                action_mask_key=config.action_mask_key)
         self.policy = policy.to(self.device)
+        if adds_custom_loss(self.policy) and not self.adds_custom_loss:
+            raise ConfigError(f"the custom model overrides custom_loss(), which {type(self).__name__} does not "
+                              "add to its loss (PPO and PG do); train it with one of those, or drop custom_loss()")
         torch.set_num_threads(self.learner_threads())
         mask = self.preprocess.mask
         self.obs_filter = make_filter(config.observation_filter, self.preprocess.shape, None if mask is None else mask.mask)
@@ -430,6 +443,7 @@ class Algorithm(ABC):
         result.update(training_views(result, stats))
         if self.is_driver:
             self.hooks("on_train_result", algorithm=self, result=result)
+            set_env_tasks(self, result)  # RLlib's env_task_fn: the next tasks of a curriculum
         return result
 
     # -- using the policy ------------------------------------------------------------------
@@ -475,9 +489,26 @@ class Algorithm(ABC):
         ``episodes_this_iter``, ``timesteps_this_iter`` and ``time_s``, and RLlib's views of them:
         the new stack's ``env_runners`` (``episode_return_mean``, ...) and the old stack's
         ``evaluation`` (RLlib's ``algo.evaluate()["evaluation"]["episode_reward_mean"]``).
+
+        RLlib's ``custom_evaluation_function`` replaces these episodes with what it returns, and
+        ``render_env`` plays them on the driver's environment and records a video in the run
+        directory (:mod:`volley.evaluation`).
         """
-        start = time.perf_counter()
         self.hooks("on_evaluate_start", algorithm=self)
+        if self.config.custom_evaluation_function is not None and num_episodes is None and before_step is None:
+            flat = custom_evaluation(self)
+            evaluation = {**flat, "evaluation": dict(flat)}
+        elif self.config.evaluation_settings().render_env and before_step is None:
+            evaluation = recorded_evaluation(self, num_episodes)
+        else:
+            evaluation = self.play_evaluation(num_episodes, before_step)
+        self.hooks("on_evaluate_end", algorithm=self, evaluation_metrics=evaluation)
+        return evaluation
+
+    def play_evaluation(self, num_episodes: int | None = None,
+                        before_step: Callable[[], None] | None = None) -> dict[str, Any]:
+        """volley's evaluation episodes, as :meth:`evaluate` describes them, without its hooks."""
+        start = time.perf_counter()
         cfg = self.config
         by_steps = num_episodes is None and cfg.evaluation_duration_unit == "timesteps"
         amount = num_episodes or cfg.evaluation_duration
@@ -489,17 +520,9 @@ class Algorithm(ABC):
             share = -(-amount // self.eval_workers.num_workers)
             results = self.eval_workers.call("evaluate", weights, self.filter_stats,
                                              None if by_steps else share, share if by_steps else None)
-        returns = np.concatenate([r for r, _, _ in results])
-        lengths = np.concatenate([n for _, n, _ in results])
-        records = [record for _, _, worker_records in results for record in worker_records]
-        flat = {"episode_reward_mean": float(returns.mean()), "episode_reward_std": float(returns.std()),
-                "episode_reward_min": float(returns.min()), "episode_reward_max": float(returns.max()),
-                "episode_len_mean": float(lengths.mean()), "episodes_this_iter": len(returns),
-                "timesteps_this_iter": int(lengths.sum()), "time_s": time.perf_counter() - start,
-                **result_of(records, returns, lengths, cfg.keep_per_episode_custom_metrics)}
-        evaluation = {**flat, **evaluation_views(flat)}
-        self.hooks("on_evaluate_end", algorithm=self, evaluation_metrics=evaluation)
-        return evaluation
+        flat = {**summarize_episodes(episodes_of(results), keep_custom_metrics=cfg.keep_per_episode_custom_metrics),
+                "time_s": time.perf_counter() - start}
+        return {**flat, **evaluation_views(flat)}
 
     def compute_single_action(self, observation: Any = None, state: list | None = None, *,
                               prev_action: Any = None, prev_reward: float | None = None,
@@ -574,6 +597,20 @@ class Algorithm(ABC):
 
     # -- checkpoints -----------------------------------------------------------------------
 
+    @property
+    def results_dir(self) -> Path:
+        """Where this run writes what is given no path (``save()``'s checkpoints, ``render_env``'s
+        videos): the run directory under ``volley train`` and Tune, else, as RLlib's
+        ``~/ray_results``, ``~/volley_results/<Algo>_<env>_<time>/``."""
+        if self._results_dir is None:
+            name = f"{type(self).__name__}_{self.config.env}_{time.strftime('%Y-%m-%d_%H-%M-%S')}"
+            self._results_dir = Path.home() / "volley_results" / re.sub(r"[^\w.-]", "-", name)
+        return self._results_dir
+
+    @results_dir.setter
+    def results_dir(self, path: str | Path) -> None:
+        self._results_dir = Path(path)
+
     def save(self, path: str | Path | None = None) -> SavedCheckpoint:
         """Write a checkpoint directory at ``path`` (atomically) and return its path.
 
@@ -582,10 +619,7 @@ class Algorithm(ABC):
         ``algo.save().checkpoint.path``.
         """
         if path is None:
-            if self._results_dir is None:
-                name = f"{type(self).__name__}_{self.config.env}_{time.strftime('%Y-%m-%d_%H-%M-%S')}"
-                self._results_dir = Path.home() / "volley_results" / re.sub(r"[^\w.-]", "-", name)
-            path = self._results_dir / f"checkpoint_{self.iteration:06d}"
+            path = self.results_dir / f"checkpoint_{self.iteration:06d}"
         tensors = {f"policy.{k}": v for k, v in self.policy.state_dict().items()}
         optimizers = {}
         for name, optimizer in self.optimizers().items():

@@ -30,7 +30,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from volley.errors import CallbackError, ConfigError, shown
-from volley.named import unique_name
+from volley.named import has_methods, unique_name
 
 AGENT_ID = "agent0"  # RLlib's single agent (_DUMMY_AGENT_ID)
 POLICY_ID = "default_policy"
@@ -139,7 +139,7 @@ def make_multi_callbacks(callback_class_list: Sequence[type[DefaultCallbacks]]) 
             self._callback_list = [cls() for cls in classes]
 
         def parts(self) -> list[DefaultCallbacks]:
-            return [part for callbacks in self._callback_list for part in callbacks.parts()]
+            return [part for callbacks in self._callback_list for part in parts_of(callbacks)]
 
     for name in (*WORKER_HOOKS, *DRIVER_HOOKS, *NEVER_CALLED):
         setattr(MultiCallbacks, name, _calling_each(name))
@@ -155,12 +155,37 @@ def _calling_each(name: str) -> Callable[..., None]:
     return hook
 
 
+# RLlib's callbacks protocol: a class with these hooks is taken, volley's DefaultCallbacks
+# subclassed or RLlib's own (ray.rllib.algorithms.callbacks)
+PROTOCOL = ("on_algorithm_init", "on_episode_start", "on_episode_end", "on_train_result")
+
+
+def is_callbacks_class(value: Any) -> bool:
+    return isinstance(value, type) and (issubclass(value, DefaultCallbacks) or has_methods(value, PROTOCOL))
+
+
 def _checked_class(value: Any) -> type[DefaultCallbacks]:
-    if isinstance(value, type) and issubclass(value, DefaultCallbacks):
+    if is_callbacks_class(value):
         return value
-    raise ConfigError(f"config key 'callbacks_class' takes a subclass of volley.DefaultCallbacks (RLlib's "
-                      f"DefaultCallbacks: from volley import DefaultCallbacks), or a list of them; "
-                      f"got {shown(value)}")
+    raise ConfigError(f"config key 'callbacks_class' takes a subclass of DefaultCallbacks (volley's or RLlib's: "
+                      f"a class with the hooks {', '.join(PROTOCOL)}), or a list of them; got {shown(value)}")
+
+
+def parts_of(callbacks: Any) -> list[Any]:
+    """The instances whose hooks run: ``parts()``, or the instance itself for RLlib's own classes."""
+    return callbacks.parts() if isinstance(callbacks, DefaultCallbacks) else [callbacks]
+
+
+def _is_default(owner: type) -> bool:
+    """Whether ``owner`` is a base class whose hooks do nothing: volley's DefaultCallbacks, or RLlib's
+    (``DefaultCallbacks`` / ``RLlibCallback`` of ``ray.rllib``)."""
+    return owner is DefaultCallbacks or (owner.__module__.startswith("ray.rllib.")
+                                         and owner.__name__ in ("DefaultCallbacks", "RLlibCallback"))
+
+
+def _overrides(cls: type, name: str) -> bool:
+    owner = next((base for base in cls.__mro__ if name in vars(base)), None)
+    return owner is not None and not _is_default(owner)
 
 
 # -- a config keeps the class's name ---------------------------------------------------------------
@@ -208,7 +233,7 @@ def _named(name: str) -> type[DefaultCallbacks]:
     found: Any = sys.modules.get(module)
     for part in qualname.split("#")[0].split("."):
         found = getattr(found, part, None)
-    if isinstance(found, type) and issubclass(found, DefaultCallbacks):
+    if is_callbacks_class(found):
         _CLASSES[name] = found
         return found
     short = qualname.split(".")[-1].split("#")[0] or name
@@ -232,11 +257,10 @@ class Hooks:
     def __init__(self, callbacks: DefaultCallbacks | None, where: str = "") -> None:
         self.callbacks = callbacks
         self.where = where
-        parts = callbacks.parts() if callbacks is not None else []
+        parts = parts_of(callbacks) if callbacks is not None else []
         self._bound: dict[str, list[Callable[..., Any]]] = {}
         for name in (*WORKER_HOOKS, *DRIVER_HOOKS):
-            methods = [getattr(part, name) for part in parts
-                       if getattr(type(part), name, None) is not getattr(DefaultCallbacks, name)]
+            methods = [getattr(part, name) for part in parts if _overrides(type(part), name)]
             if methods:
                 self._bound[name] = methods
 

@@ -14,7 +14,7 @@ Each is a :class:`volley.models.Policy`: distribution inputs, values and a recur
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import torch
@@ -22,7 +22,7 @@ from torch import nn
 
 from volley.acting import parameter_shapes
 from volley.config import ModelConfig, NetworkKind
-from volley.distributions import ActionDistribution, required_outputs
+from volley.distributions import required_outputs
 from volley.errors import ConfigError
 from volley.models import ActorCritic, Policy, QNetwork, SquashedGaussianActor, trunk
 from volley.modelv2 import (
@@ -34,7 +34,7 @@ from volley.modelv2 import (
     actor_critic_outputs,
     model_observation_space,
 )
-from volley.named import CUSTOM_ACTION_DISTS, CUSTOM_MODELS, NamedObjects
+from volley.named import CUSTOM_ACTION_DISTS, CUSTOM_MODELS, NamedObjects, has_methods
 from volley.observations import ObsMask, ObsPreprocessor, find_action_mask
 from volley.recurrent import LSTMActorCritic
 
@@ -80,25 +80,31 @@ class ModelCatalog:
         return construct(model_class, obs_space, action_space, num_outputs, model_config, name, kwargs)
 
 
+# RLlib's ModelV2 protocol: what volley calls on a custom model, whichever base class it has
+MODEL_METHODS = ("forward", "value_function", "get_initial_state")
+# RLlib's action distribution protocol (old API stack)
+DIST_METHODS = ("required_model_output_shape", "logp", "sample", "deterministic_sample", "entropy")
+
+
 def check_model_class(name: str, model_class: Any) -> None:
-    """A ConfigError naming ``name`` unless ``model_class`` is a TorchModelV2 and torch module that
-    volley's algorithms can use."""
-    if not (isinstance(model_class, type) and issubclass(model_class, TorchModelV2)
-            and issubclass(model_class, nn.Module)):
-        raise ConfigError(f"custom model {name!r} is {model_class!r}: it must be a class of volley's "
-                          "TorchModelV2 and torch.nn.Module (class MyModel(TorchModelV2, nn.Module), "
-                          "from volley import TorchModelV2)")
-    if model_class.custom_loss is not TorchModelV2.custom_loss:
-        raise ConfigError(f"custom model {name!r} overrides custom_loss(): volley's algorithms do not "
-                          "add a model's own loss; train it through forward() and value_function()")
+    """A ConfigError naming ``name`` unless ``model_class`` is a torch module with ModelV2's methods,
+    whose base class is not checked: volley's ``TorchModelV2`` or RLlib's
+    (``ray.rllib.models.torch.torch_modelv2``), RLlib's ``RecurrentNetwork`` or its model classes
+    (``DQNTorchModel``) subclassed."""
+    if not (isinstance(model_class, type) and issubclass(model_class, nn.Module)
+            and has_methods(model_class, MODEL_METHODS)):
+        raise ConfigError(f"custom model {name!r} is {model_class!r}: it must be a torch.nn.Module with "
+                          f"ModelV2's methods {', '.join(MODEL_METHODS)} (class MyModel(TorchModelV2, "
+                          "nn.Module), TorchModelV2 from volley or from ray.rllib)")
 
 
 def check_action_dist_class(name: str, dist_class: Any) -> None:
-    """A ConfigError naming ``name`` unless ``dist_class`` is a class of volley's ActionDistribution."""
-    if not (isinstance(dist_class, type) and issubclass(dist_class, ActionDistribution)):
-        raise ConfigError(f"custom action dist {name!r} is {dist_class!r}: it must be a class of volley's "
-                          "ActionDistribution (class MyDist(TorchDistributionWrapper), from volley import "
-                          "TorchDistributionWrapper)")
+    """A ConfigError naming ``name`` unless ``dist_class`` is a class of RLlib's action distribution
+    protocol (volley's ``ActionDistribution`` or ``TorchDistributionWrapper``, or RLlib's)."""
+    if not (isinstance(dist_class, type) and has_methods(dist_class, DIST_METHODS)):
+        raise ConfigError(f"custom action dist {name!r} is {dist_class!r}: it must be a class with RLlib's "
+                          f"action distribution methods {', '.join(DIST_METHODS)} (class "
+                          "MyDist(TorchDistributionWrapper), from volley or from ray.rllib)")
 
 
 def named_class(registry: NamedObjects, name: str, check: Callable[[str, Any], None]) -> type:
@@ -140,10 +146,10 @@ def construct(model_class: type, obs_space: gym.Space, action_space: gym.Space, 
         raise
     except Exception as exc:
         raise ConfigError(f"custom model {label} failed to build: {type(exc).__name__}: {exc}") from exc
-    if not isinstance(model, TorchModelV2) or not isinstance(model, nn.Module):
-        raise ConfigError(f"custom model {label} built a {type(model).__name__}, not a TorchModelV2 and "
-                          "torch.nn.Module")
-    return model
+    if not isinstance(model, nn.Module) or not has_methods(type(model), MODEL_METHODS):
+        raise ConfigError(f"custom model {label} built a {type(model).__name__}, not a torch.nn.Module "
+                          f"with ModelV2's methods {', '.join(MODEL_METHODS)}")
+    return cast(TorchModelV2, model)  # of the protocol: volley's class, RLlib's, or neither
 
 
 def build_policy(obs_space: gym.Space, action_space: gym.Space, model: ModelConfig,

@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Literal
 from volley.callbacks import callbacks_name
 from volley.coercion import coerce
 from volley.errors import ConfigError, did_you_mean, shown
-from volley.named import CUSTOM_ACTION_DISTS, CUSTOM_MODELS, env_name
+from volley.named import CUSTOM_ACTION_DISTS, CUSTOM_MODELS, env_name, function_name
 from volley.rllib_compat import NOT_PASSED_TO_CUSTOM_MODELS, rllib_key
 from volley.rllib_keys import unset_deprecated
 from volley.schedules import Schedulable, check_schedulable
@@ -33,6 +33,12 @@ NetworkKind = Literal["actor_critic", "q", "dueling_q", "squashed_gaussian"]
 GROUPS = ("environment", "rollouts", "training", "exploration", "resources", "framework", "debugging",
           "evaluation", "reporting", "fault_tolerance", "learners", "api_stack", "rl_module", "multi_agent",
           "callbacks", "offline_data", "checkpointing", "experimental")
+
+# the smallest frames the Nature CNN takes (8x8 stride 4, 4x4 stride 2, 3x3)
+MIN_DIM = 36
+
+# keys holding a function, kept by name (volley.named)
+FUNCTION_KEYS = ("env_task_fn", "custom_evaluation_function")
 
 # Environments in all when num_envs_per_worker is "auto": the count PPO's defaults were tuned with
 # (16 x 128 steps per batch); shared among the workers, every engine samples batches of one shape
@@ -83,6 +89,9 @@ class ModelConfig:
     rllib_model_keys: dict = field(
         default_factory=dict, metadata={"help": "RLlib's other model keys set beside a custom_model "
                                         "(conv_filters, post_fcnet_hiddens, ...): passed in its model_config"})
+    dim: int = field(
+        default=84, metadata={"help": "ALE pixel ids with atari_preprocessing='deepmind': frames resized to "
+                              "dim x dim (RLlib's key; 42 is RLlib's small Atari setting)"})
     fcnet_init: Literal["orthogonal", "normal"] = field(
         default="orthogonal",
         metadata={"help": "weights of the MLP and the heads: 'orthogonal' (gain √2, policy head 0.01; "
@@ -93,6 +102,9 @@ class ModelConfig:
         for i, width in enumerate(self.fcnet_hiddens):
             if width <= 0:
                 raise ConfigError(f"model.fcnet_hiddens[{i}] must be > 0, got {width}")
+        if self.dim < MIN_DIM:
+            raise ConfigError(f"model.dim={self.dim} is too small for the Nature CNN's three conv layers: "
+                              f"use {MIN_DIM} or more (RLlib's 42, or 84)")
         for key in ("lstm_cell_size", "max_seq_len"):
             if getattr(self, key) <= 0:
                 raise ConfigError(f"config key 'model.{key}' must be > 0, got {getattr(self, key)!r}")
@@ -191,6 +203,14 @@ class AlgorithmConfig:
         "in its process (each seeded seed+i; RLlib's default), 'vector_entry_point' the environment's "
         "own vector (CartPole's numpy one), 'auto' the latter where there is one; ALE pixel ids always "
         "use ale-py's vector, which does the DeepMind preprocessing")
+    horizon: int | None = option(
+        None, "rollouts", "RLlib's older key: truncate episodes after this many steps, under the "
+        "environment's own time limit (None: the environment's own)")
+    env_task_fn: str | None = option(
+        None, "environment", "RLlib's curriculum: fn(train_result, env, env_context) -> task, called after "
+        "every iteration on each TaskSettableEnv, whose set_task() gets a new task (kept as 'module:name')")
+    render_env: bool = option(
+        False, "environment", "record the evaluation episodes as videos (videos/ in the run directory)")
 
     engine: Literal["local", "ray", "mpi"] = option(
         "ray", "resources", "where workers run: 'local' in this process, 'ray' as Ray actors, "
@@ -242,6 +262,9 @@ class AlgorithmConfig:
     evaluation_config: dict = option(
         {}, "evaluation", "config keys that differ while evaluating, e.g. {'explore': True}; actions are "
         "the most likely ones unless 'explore' is set here")
+    custom_evaluation_function: str | None = option(
+        None, "evaluation", "RLlib's fn(algorithm, eval_workers) -> metrics, called in place of volley's "
+        "evaluation episodes; its metrics go under result['evaluation'] (kept as 'module:name')")
     evaluation_parallel_to_training: bool = option(
         False, "evaluation", "RLlib's overlap of evaluation with training; volley evaluates between "
         "iterations, so only False is accepted")
@@ -424,6 +447,8 @@ class AlgorithmConfig:
             value = self._merge_model(name, value)
         elif name == "env" and not isinstance(value, str):
             value = env_name(value)
+        elif name in FUNCTION_KEYS and value is not None and not isinstance(value, str):
+            value = function_name(name, value)
         elif name == "callbacks_class" and value is not None and not isinstance(value, str) and not (
                 isinstance(value, list) and all(isinstance(item, str) for item in value)):
             value = callbacks_name(value)
@@ -558,6 +583,8 @@ class AlgorithmConfig:
         if self.evaluation_interval is not None and self.evaluation_interval <= 0:
             raise ConfigError(f"config key 'evaluation_interval' must be > 0 or None, "
                               f"got {self.evaluation_interval!r}")
+        if self.horizon is not None and self.horizon <= 0:
+            raise ConfigError(f"config key 'horizon' must be > 0 or None, got {self.horizon!r}")
         if self.evaluation_num_workers < 0:
             raise ConfigError(f"config key 'evaluation_num_workers' must be >= 0, "
                               f"got {self.evaluation_num_workers!r}")

@@ -173,7 +173,8 @@ for _name, _keep in (("StatelessCartPole-v1", False), ("CartPoleNoVel-v1", True)
                      max_episode_steps=500, reward_threshold=475.0, kwargs={"keep_shape": _keep})
 
 
-def _atari_vector_env(env: str, num_envs: int, preprocessing: str, env_config: dict) -> gym.vector.VectorEnv:
+def _atari_vector_env(env: str, num_envs: int, preprocessing: str, env_config: dict,
+                      dim: int = 84) -> gym.vector.VectorEnv:
     from ale_py.vector_env import AtariVectorEnv
 
     spec_kwargs = gym.registry[env].kwargs
@@ -185,7 +186,7 @@ def _atari_vector_env(env: str, num_envs: int, preprocessing: str, env_config: d
         "episodic_life": False,
     }
     if preprocessing == "deepmind":
-        kwargs.update(img_height=84, img_width=84, grayscale=True, stack_num=4, noop_max=30)
+        kwargs.update(img_height=dim, img_width=dim, grayscale=True, stack_num=4, noop_max=30)
     else:
         kwargs.update(img_height=210, img_width=160, grayscale=False, stack_num=1, noop_max=0,
                       maxpool=False, use_fire_reset=False)
@@ -387,6 +388,39 @@ class GuardedVectorEnv(gym.vector.VectorEnv):
             env.close()
 
 
+class TaskSettableEnv(gym.Env):
+    """RLlib's interface of an environment with tasks (curricula, meta-learning): ``env_task_fn``
+    calls :meth:`get_task` and :meth:`set_task` on it after every training iteration."""
+
+    def sample_tasks(self, n_tasks: int) -> list[Any]:
+        """``n_tasks`` tasks drawn from the environment's distribution of tasks."""
+        raise NotImplementedError
+
+    def set_task(self, task: Any) -> None:
+        """Make ``task`` the environment's task from its next episode."""
+        raise NotImplementedError
+
+    def get_task(self) -> Any:
+        raise NotImplementedError
+
+
+def time_limited(make: Callable[[], gym.Env], horizon: int | None, name: str) -> Callable[[], gym.Env]:
+    """``make`` with episodes truncated after ``horizon`` steps, as RLlib's older ``horizon`` key did
+    (``make`` itself for None). As in RLlib, a horizon past the environment's own time limit is
+    refused: the environment would end its episodes first."""
+    if horizon is None:
+        return make
+
+    def limited() -> gym.Env:
+        made = make()
+        own = made.spec.max_episode_steps if made.spec is not None else None
+        if own is not None and horizon > own:
+            raise ConfigError(f"horizon={horizon} is larger than environment '{name}''s own time limit of "
+                              f"{own} steps: make horizon <= {own}, or raise the environment's limit")
+        return gym.wrappers.TimeLimit(made, horizon)
+    return limited
+
+
 def _guarded_vector(make: Callable[[], gym.Env], num_envs: int) -> GuardedVectorEnv:
     return GuardedVectorEnv(make, num_envs)
 
@@ -400,7 +434,8 @@ def guarded_envs(vec: gym.vector.VectorEnv) -> list[GuardedEnv] | None:
 def make_vector_env(env: str, num_envs: int, *, env_config: dict | None = None,
                     creator: EnvCreator | None = None, atari_preprocessing: str = "deepmind",
                     render_mode: str | None = None, vectorize_mode: str = "auto",
-                    action_mask_key: str = "action_mask") -> gym.vector.VectorEnv:
+                    action_mask_key: str = "action_mask", horizon: int | None = None,
+                    dim: int = 84) -> gym.vector.VectorEnv:
     """``num_envs`` copies of ``env`` stepped as one vector (autoreset on the step after an end).
 
     ``creator`` is a registered creator passed along explicitly, because the
@@ -410,15 +445,22 @@ def make_vector_env(env: str, num_envs: int, *, env_config: dict | None = None,
     after another, ``"vector_entry_point"`` takes the environment's own vector, ``"auto"``
     the latter where there is one; ALE pixel ids always take ale-py's. An environment with
     sb3-contrib's ``action_masks()`` observes its mask under ``action_mask_key`` (:class:`ActionMasksObservation`).
+    ``horizon`` (RLlib's older key) truncates episodes after that many steps (:func:`time_limited`);
+    ALE pixel frames are ``dim`` x ``dim`` with the DeepMind preprocessing (RLlib's ``model["dim"]``).
     """
     env_config = dict(env_config or {})
     creator = creator or registered_creator(env)
     if creator is not None and vectorize_mode == "vector_entry_point":
         raise ConfigError(f"vectorize_mode='vector_entry_point' but environment '{env}' is made by a "
                           "creator function, which has no vector of its own; use 'sync'")
+    if horizon is not None:
+        if vectorize_mode == "vector_entry_point":
+            raise ConfigError(f"horizon={horizon} needs vectorize_mode 'sync' or 'auto': a time limit wraps "
+                              "each environment, and a native vector has none of its own")
+        vectorize_mode = "sync"
     if creator is not None:
-        return _guarded_vector(with_action_masks(_checked_creator(env, creator, env_config), action_mask_key, env),
-                               num_envs)
+        return _guarded_vector(time_limited(with_action_masks(_checked_creator(env, creator, env_config),
+                                                              action_mask_key, env), horizon, env), num_envs)
     check_env_id(env)
     spec = gym.registry[env]
     render: dict[str, Any] = {"render_mode": render_mode} if render_mode is not None else {}
@@ -428,15 +470,18 @@ def make_vector_env(env: str, num_envs: int, *, env_config: dict | None = None,
     try:
         if env.startswith("ALE/") and spec.kwargs.get("obs_type", "rgb") != "ram":
             if atari_preprocessing == "karpathy":
-                return _guarded_vector(lambda: KarpathyPong(gym.make(env, **render, **env_config)),
-                                       num_envs)
-            return _atari_vector_env(env, num_envs, atari_preprocessing, env_config)
+                return _guarded_vector(time_limited(lambda: KarpathyPong(gym.make(env, **render, **env_config)),
+                                                    horizon, env), num_envs)
+            if horizon is not None:
+                raise ConfigError(f"horizon={horizon} with {env}: ale-py's vector Atari has a limit of its own, "
+                                  "env_config={'max_num_frames_per_episode': frames} (4 frames per step)")
+            return _atari_vector_env(env, num_envs, atari_preprocessing, env_config, dim)
         if spec.vector_entry_point is None and vectorize_mode == "vector_entry_point":
             raise ConfigError(f"vectorize_mode='vector_entry_point' but environment '{env}' has no vector "
                               "entry point; use 'sync'")
         if spec.vector_entry_point is None or vectorize_mode == "sync":
-            return _guarded_vector(with_action_masks(lambda: gym.make(env, **render, **env_config), action_mask_key,
-                                                     env), num_envs)
+            return _guarded_vector(time_limited(with_action_masks(lambda: gym.make(env, **render, **env_config),
+                                                                  action_mask_key, env), horizon, env), num_envs)
         return gym.make_vec(env, num_envs=num_envs, vectorization_mode="vector_entry_point", **render,
                             **env_config)
     except VolleyError:

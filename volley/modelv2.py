@@ -39,7 +39,7 @@ from volley.distributions import (
     custom_head,
     masked,
 )
-from volley.errors import ConfigError
+from volley.errors import ConfigError, shown
 from volley.heads import Head, action_head
 from volley.models import ActorCriticPolicy, TorchPrevious
 from volley.observations import ObsMask, ObsPreprocessor, flat_size
@@ -160,10 +160,13 @@ class TorchModelV2:
         raise NotImplementedError
 
     def custom_loss(self, policy_loss: Any, loss_inputs: dict[str, Any]) -> Any:
-        """RLlib adds a model's own loss here; volley's algorithms refuse a model that overrides it."""
+        """The losses ``policy_loss`` (a list of one) with the model's own loss added (a
+        regularisation, an auxiliary loss); ``loss_inputs``: the minibatch's columns. PPO and PG
+        call it, as RLlib's torch policy does (:func:`with_custom_loss`)."""
         return policy_loss
 
     def metrics(self) -> dict[str, Any]:
+        """Numbers reported after each update under ``info/learner/default_policy/model``."""
         return {}
 
     def __call__(self, input_dict: dict[str, Any], state: list[torch.Tensor] | None = None,
@@ -203,6 +206,42 @@ class TorchModelV2:
 
     def is_time_major(self) -> bool:
         return self.time_major is True
+
+
+def with_custom_loss(policy: Any, loss: torch.Tensor, loss_inputs: dict[str, Any]) -> torch.Tensor:
+    """``loss`` after a custom model's ``custom_loss([loss], loss_inputs)``, as RLlib's torch policy
+    calls it after the algorithm's loss (``loss`` itself for volley's own networks). volley's
+    algorithms have one optimizer, so the model returns one loss."""
+    model = getattr(policy, "model", None) if isinstance(policy, ModelV2ActorCritic) else None
+    if model is None or not hasattr(model, "custom_loss"):  # volley's network, or a model without one
+        return loss
+    out = model.custom_loss([loss], loss_inputs)
+    losses = list(out) if isinstance(out, (list, tuple)) else [out]
+    if len(losses) != 1 or not isinstance(losses[0], torch.Tensor) or losses[0].dim() != 0:
+        raise ConfigError(f"custom model {type(model).__name__}.custom_loss() returned {shown(out)}: volley's "
+                          "algorithms have one optimizer, so it must return a list of one scalar loss tensor "
+                          "(add the model's loss to policy_loss[0])")
+    return losses[0]
+
+
+def model_metrics(policy: Any) -> dict[str, Any]:
+    """``{"model": metrics}`` of a custom model that reports ``metrics()`` (RLlib reports them after
+    each update, under ``info/learner/default_policy/model``); ``{}`` otherwise."""
+    if not isinstance(policy, ModelV2ActorCritic) or not hasattr(policy.model, "metrics"):
+        return {}
+    found = {key: value.item() if isinstance(value, torch.Tensor) else value
+             for key, value in policy.model.metrics().items()}
+    return {"model": found} if found else {}
+
+
+def adds_custom_loss(policy: Any) -> bool:
+    """Whether ``policy`` holds a custom model overriding ``custom_loss`` (volley's base class's and
+    RLlib's add nothing)."""
+    wrappers = [module for module in policy.modules() if isinstance(module, _ModelV2Input)]  # DQN's: its body
+    if not wrappers:
+        return False
+    owner = next((cls for cls in type(wrappers[0].model).__mro__ if "custom_loss" in vars(cls)), TorchModelV2)
+    return owner is not TorchModelV2 and not owner.__module__.startswith("ray.rllib.models")
 
 
 def add_time_dimension(padded_inputs: torch.Tensor, *, seq_lens: torch.Tensor, framework: str = "torch",

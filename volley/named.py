@@ -97,6 +97,12 @@ class NamedObjects:
         return f"unknown {self.kind} '{name}'{did_you_mean(name, known)} ({listed}); {how}"
 
 
+def has_methods(cls: type, names: tuple[str, ...]) -> bool:
+    """Whether ``cls`` has a method of each name: how volley accepts a class of one of RLlib's
+    protocols whichever base class it has (volley's, or RLlib's own)."""
+    return all(callable(getattr(cls, name, None)) for name in names)
+
+
 def _env_found_again(obj: Any, module: str) -> bool:
     """A ``gymnasium.Env`` subclass of an imported module, or a function of the running script."""
     return ((isinstance(obj, type) and issubclass(obj, gym.Env))
@@ -114,6 +120,26 @@ CUSTOM_ACTION_DISTS = NamedObjects("custom action dist", "custom_action_dist",
                                    "config.training(model={{'custom_action_dist': {obj}}})",
                                    "ModelCatalog.register_custom_action_dist('{name}', {obj})",
                                    lambda obj, _: isinstance(obj, type) and hasattr(obj, "required_model_output_shape"))
+
+
+FUNCTIONS = NamedObjects("function", "env_task_fn or custom_evaluation_function", "{obj}",
+                         "pass the function itself", lambda obj, _: isinstance(obj, types.FunctionType))
+
+
+def function_name(key: str, value: Any) -> str:
+    """The name a config keeps for a function given as ``key`` (``env_task_fn``,
+    ``custom_evaluation_function``); the function is found again by it in the driver."""
+    if not callable(value):
+        raise ConfigError(f"config key {key!r} takes a function, got {shown(value)}")
+    return FUNCTIONS.name_of(value)
+
+
+def find_function(key: str, name: str) -> Any:
+    """The function config key ``key`` names; a ConfigError if this process has none of that name."""
+    found = FUNCTIONS.find(name)
+    if found is None:
+        raise ConfigError(f"config key {key!r}: {FUNCTIONS.missing(name)}")
+    return found
 
 
 def env_name(env: Any) -> str:

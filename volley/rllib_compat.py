@@ -238,21 +238,23 @@ RLLIB_KEYS: list[RLlibKey] = [
                lambda v: {"atari_preprocessing": "deepmind" if _flag("is_atari", v) else "none"},
                ("atari_preprocessing",), "`atari_preprocessing`: True is `'deepmind'` (84x84 grayscale, 4 "
                "frames stacked), False `'none'`; it applies to ALE pixel ids", example=True),
-    refused("render_env", ("environment",), "volley renders only for videos: `volley evaluate --video`, "
-            "or algo.env.render() with create_env_on_driver=True"),
+    same("render_env", "environment", example=True, note=" (evaluation episodes recorded as videos in the run "
+         "directory's videos/)"),
     accepted("disable_env_checking", ("environment",), "volley runs no environment pre-check; it checks "
              "every step for exceptions and NaN/inf instead (env_errors)", example=True),
     refused("observation_space", ("environment",), "volley reads the spaces from the environment",
             allowed=(None,), example="Box"),
     refused("action_space", ("environment",), "volley reads the spaces from the environment",
             allowed=(None,), example="Discrete"),
-    refused("env_task_fn", ("environment",), "volley has no task curricula; change env_config between "
-            "runs instead", allowed=(None,), example="fn"),
+    same("env_task_fn", "environment", example=None, note=" (RLlib's curriculum: each TaskSettableEnv's task "
+         "after every iteration)"),
     # env_runners() / rollouts()
     same("rollout_fragment_length", "rollouts", example=50),
     same("batch_mode", "rollouts", example="complete_episodes"),
     same("observation_filter", "rollouts", example="MeanStdFilter"),
     same("explore", "rollouts", example=False),
+    same("horizon", "rollouts", example=200, note=" (RLlib 2.2's and older: episodes truncated after that many steps, "
+         "under the environment's own limit)"),
     renamed("num_cpus_per_env_runner", "num_cpus_per_worker", "rollouts", example=1),
     refused("num_gpus_per_env_runner", ("rollouts",), "rollout workers act on the CPU; num_gpus gives "
             "the learner a GPU", allowed=(0,), example=1),
@@ -341,8 +343,8 @@ RLLIB_KEYS: list[RLlibKey] = [
             "starts fresh episodes", allowed=(True,), example=False),
     refused("always_attach_evaluation_results", ("evaluation",), "volley puts result['evaluation'] only "
             "into the iterations that evaluate (every evaluation_interval)", allowed=(False,)),
-    refused("custom_evaluation_function", ("evaluation",), "write the loop around algo.evaluate() "
-            "instead", allowed=(None,), example="fn"),
+    same("custom_evaluation_function", "evaluation", example=None,
+         note=" (fn(algorithm, eval_workers) -> metrics, under result['evaluation'])"),
     # exploration()
     translated("exploration_config", ("exploration",), epsilon_greedy("EpsilonGreedy", "PerWorkerEpsilonGreedy"),
                ("epsilon_start", "epsilon_end", "epsilon_decay_steps", "epsilon_schedule"),
@@ -629,8 +631,8 @@ RLLIB_KEYS: list[RLlibKey] = [
                "`cls(outputs, model)` on the model's `required_model_output_shape` outputs; PPO, PG and TRPO "
                "learn with its `logp`, `entropy` and `kl`, workers act with its `sample()` "
                "([extending.md](extending.md#custom-action-distributions))", example="my_dist"),
-    refused("model.dim", ("model",), "ALE pixels are 84x84 with atari_preprocessing='deepmind'",
-            allowed=(84,), example=42),
+    model_key("dim", "ALE pixel ids: frames resized to dim x dim, as RLlib's `wrap_deepmind` (42: RLlib's "
+              "42x42 Atari setting; volley's Nature CNN reads either)", example=42),
     refused("model.framestack", ("model",), "atari_preprocessing='deepmind' stacks 4 frames",
             allowed=(True,), example=False),
 ]

@@ -34,7 +34,8 @@ def training_views(result: dict[str, Any], stats: dict[str, Any]) -> dict[str, A
     def renamed_stats(which: int) -> dict[str, Any]:
         return {LEARNER_STATS[k][which] if k in LEARNER_STATS else k: v for k, v in stats.items()}
 
-    learner_info = {"learner_stats": renamed_stats(0)}
+    # a custom model's metrics(): where RLlib 2.9's torch policy puts them
+    learner_info = {"learner_stats": renamed_stats(0), "model": stats.get("model", {})}
     if "learner_custom_metrics" in result:  # what on_learn_on_batch reported, where RLlib 2.x puts it
         learner_info["custom_metrics"] = result["learner_custom_metrics"]
     return {

@@ -237,6 +237,7 @@ def train_until(algo: Algorithm, stop: Stop, run_dir: Path | None = None,
         return Outcome({}, "served rank 0", "", time.perf_counter() - start)
     logger = ResultLogger(run_dir, tensorboard=tensorboard, out=out, fraction=stop.fraction)
     if run_dir is not None:
+        algo.results_dir = run_dir  # render_env's videos
         settings = {"stop": asdict(stop), "checkpoint_freq": checkpoint_freq,
                     "keep_checkpoints": keep_checkpoints}
         if algo.config.engine == "mpi":  # `volley train --resume` starts as many ranks again

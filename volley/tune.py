@@ -41,9 +41,10 @@ from volley.config import AlgorithmConfig
 from volley.engines.ray_engine import as_trial, ship_by_value, trial_resources
 from volley.errors import ConfigError
 from volley.logging import ResultLogger
-from volley.named import CUSTOM_ACTION_DISTS, CUSTOM_MODELS, ENVIRONMENTS
+from volley.named import CUSTOM_ACTION_DISTS, CUSTOM_MODELS, ENVIRONMENTS, FUNCTIONS
 
-NAMED = {"env": ENVIRONMENTS, "custom_model": CUSTOM_MODELS, "custom_action_dist": CUSTOM_ACTION_DISTS}
+NAMED = {"env": ENVIRONMENTS, "custom_model": CUSTOM_MODELS, "custom_action_dist": CUSTOM_ACTION_DISTS,
+         "function": FUNCTIONS}
 METRIC = "episode_reward_mean"
 
 
@@ -75,6 +76,7 @@ class VolleyTrainable(tune.Trainable):
 
     def setup(self, config: dict[str, Any]) -> None:
         self.algo: Algorithm = self.algorithm_config(config).build()
+        self.algo.results_dir = self.trial_dir  # render_env's videos, save()'s checkpoints
         self.logger = ResultLogger(Path(self.trial_dir), tensorboard=False, out=None)
 
     @property
@@ -111,7 +113,8 @@ def trainable(algo: str | type[Algorithm] | AlgorithmConfig) -> type[VolleyTrain
     callbacks = classes_named(base.callbacks_class)
     user_objects = {kind: dict(named.registered) for kind, named in NAMED.items()}
     for kind, given in (("env", base.env), ("custom_model", base.model.custom_model),
-                        ("custom_action_dist", base.model.custom_action_dist)):
+                        ("custom_action_dist", base.model.custom_action_dist), ("function", base.env_task_fn),
+                        ("function", base.custom_evaluation_function)):
         found = NAMED[kind].find(given) if given is not None else None
         if given is not None and found is not None:
             user_objects[kind][given] = found

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from volley.envs import guarded_envs
 from volley.errors import ConfigError
 from volley.rollout.worker import RolloutWorker
 
@@ -78,6 +79,11 @@ class FrameRecorder:
             frames = env.render()
             if frames is not None:
                 return np.asarray(frames[0], np.uint8)
+        guards = guarded_envs(env)
+        if guards is not None and guards[0].render_mode is None:  # RLlib's envs: render() gives the image
+            image = _observation_image(guards[0].unwrapped.render())
+            if image is not None:
+                return image
         observations = self.worker.observations
         frame = None if observations is None else _observation_image(observations[0])
         if frame is None:

@@ -1,5 +1,6 @@
 """Ape-X on Ray (DQN, and SAC asynchronously): config checks, per-worker ε, results, a killed worker
-replaced, checkpoints."""
+replaced, checkpoints. The faults (a killed acting worker or replay shard, the restart limit) run
+with the Ray engine's actors in this process (``in_process``), where a death lands at a known call."""
 
 from __future__ import annotations
 
@@ -107,7 +108,7 @@ def test_learner_trains_on_what_the_workers_push(ray_session):
         assert last["num_worker_restarts"] == 0
     finally:
         algo.stop()
-    pings = [lambda: algo.workers.parameter_server.fetch.remote(0),
+    pings = [lambda: algo.workers.parameter_server.call.remote("fetch", 0),
              *(lambda shard=shard: shard.call.remote("size") for shard in shards),
              *(lambda actor=actor: actor.call.remote("spaces") for actor in actors)]
     for ping in pings:  # stop() ended every actor (ray.kill takes effect soon, not at once)
@@ -137,12 +138,12 @@ def assert_dies(ray, ping) -> None:
     pytest.fail("an actor still answers 10 s after stop()")
 
 
-def test_a_killed_acting_worker_is_replaced_and_counted(ray_session):
+def test_a_killed_acting_worker_is_replaced_and_counted(in_process):
     algo = small(max_sample_lead=2000).build()
     try:
         algo.train()
         victim = algo.workers.actors[0]
-        ray_session.kill(victim)
+        in_process.kill(victim)
         for _ in range(20):
             result = algo.train()
             if result["num_worker_restarts"]:
@@ -155,7 +156,7 @@ def test_a_killed_acting_worker_is_replaced_and_counted(ray_session):
         assert result["timesteps_total"] > steps and result["learner_updates"] > updates
         assert result["num_worker_restarts"] == 1
         # the replacement acts with weights from the parameter server, not its initial ones
-        spaces = ray_session.get(algo.workers.actors[0].call.remote("spaces"))
+        spaces = in_process.get(in_process.call(algo.workers.actors[0], "spaces"))
         assert spaces[1].n == 2
     finally:
         algo.stop()
@@ -181,13 +182,13 @@ def assert_stops_with_a_checkpoint(algo: ApexDQN, run_dir, message: str) -> None
     assert manifest["state"]["iteration"] == algo.iteration >= 1
 
 
-def test_worker_deaths_past_max_worker_restarts_stop_apex_with_a_checkpoint(ray_session, tmp_path):
+def test_worker_deaths_past_max_worker_restarts_stop_apex_with_a_checkpoint(in_process, tmp_path):
     algo = small(max_sample_lead=2000).fault_tolerance(max_worker_restarts=1).build()
     try:
         algo.train()
-        ray_session.kill(algo.workers.actors[0])
+        in_process.kill(algo.workers.actors[0])
         assert train_until_counted(algo, "num_worker_restarts", 1)["num_worker_restarts"] == 1
-        ray_session.kill(algo.workers.actors[1])
+        in_process.kill(algo.workers.actors[1])
         assert_stops_with_a_checkpoint(algo, tmp_path, r"acting worker 1 died \(.+\); not replaced: "
                                                        r"max_worker_restarts=1 replacements were made already")
         _, manifest = read_checkpoint(tmp_path / LATEST)
@@ -196,15 +197,15 @@ def test_worker_deaths_past_max_worker_restarts_stop_apex_with_a_checkpoint(ray_
         algo.stop()
 
 
-def test_a_killed_replay_shard_is_replaced_empty_and_counted(ray_session, tmp_path):
+def test_a_killed_replay_shard_is_replaced_empty_and_counted(in_process, tmp_path):
     algo = small(max_sample_lead=2000, num_replay_shards=2).build()
     try:
         for _ in range(2):
             algo.train()
         shards = algo.workers.replay_shards
         victim = shards.actors[1]
-        assert ray_session.get(victim.call.remote("size")) > 0
-        ray_session.kill(victim)
+        assert in_process.get(in_process.call(victim, "size")) > 0
+        in_process.kill(victim)
         result = train_until_counted(algo, "num_shard_restarts", 1)
         assert result["num_shard_restarts"] == 1 and result["num_worker_restarts"] == 0
         assert shards.actors[1] is not victim
@@ -212,7 +213,7 @@ def test_a_killed_replay_shard_is_replaced_empty_and_counted(ray_session, tmp_pa
         for _ in range(3):
             result = algo.train()
         assert result["timesteps_total"] > steps and result["learner_updates"] > updates
-        assert ray_session.get(shards.actors[1].call.remote("size")) > 0  # the workers fill the new shard
+        assert in_process.get(in_process.call(shards.actors[1], "size")) > 0  # the workers fill the new shard
         assert result["num_shard_restarts"] == 1
         path = algo.save(tmp_path / "apex")
     finally:
@@ -225,11 +226,11 @@ def test_a_killed_replay_shard_is_replaced_empty_and_counted(ray_session, tmp_pa
         restored.stop()
 
 
-def test_a_dead_replay_shard_without_restarts_stops_the_run_with_a_checkpoint(ray_session, tmp_path):
+def test_a_dead_replay_shard_without_restarts_stops_the_run_with_a_checkpoint(in_process, tmp_path):
     algo = small(max_sample_lead=2000).fault_tolerance(restart_failed_workers=False).build()
     try:
         algo.train()
-        ray_session.kill(algo.workers.replay_shards.actors[0])
+        in_process.kill(algo.workers.replay_shards.actors[0])
         assert_stops_with_a_checkpoint(algo, tmp_path, r"replay shard 0 died \(.+\); restart_failed_workers=False")
     finally:
         algo.stop()

@@ -1,22 +1,30 @@
 """Faults volley survives (issue 6): dead Ray workers, environments that raise or return NaN,
 and (issue 14) replacements that never reuse a seed, workers on machines with another CPU count.
 Each fault is real: a killed actor, a process that exits, an environment that raises. (A
-removed node: tests/engines/test_cluster.py.)"""
+removed node: tests/engines/test_cluster.py.)
+
+The actor manager's own rules (restart limits, replacement slots) are tested on the in-process
+backend (``in_process``: the Ray engine's groups with their actors in this process, a death at a
+known call); Ray's backend keeps the tests of what only processes show (a kill, an exit, errors
+crossing the process boundary) and the contract both backends share."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 
 import gymnasium as gym
 import numpy as np
 import pytest
-import ray
 import torch
 
 from volley import EnvError, PPOConfig, register_env
 from volley.config import RolloutPlan
-from volley.errors import WorkerError
+from volley.engines.actor_manager import ActorManager, CallsInFlight, RestartPolicy
+from volley.engines.backends import ActorBackend, ActorDied, InProcessBackend
+from volley.engines.ray_engine import RayBackend, ship_by_value
+from volley.errors import ConfigError, WorkerError
 
 
 class Faulty(gym.Env):
@@ -182,13 +190,13 @@ def test_env_error_on_a_ray_worker_names_the_worker(ray_session):
 # -- dead workers ---------------------------------------------------------------------------
 
 
-def test_killed_worker_is_replaced_and_samples_with_the_current_weights(ray_session):
+def test_killed_worker_is_replaced_and_samples_with_the_current_weights(in_process):
     algo = (PPOConfig().environment("CartPole-v1", observation_filter="MeanStdFilter")
             .resources(engine="ray").rollouts(num_workers=2, num_envs_per_worker=2)
             .training(train_batch_size=200, minibatch_size=50, num_epochs=2).build())
     try:
         algo.train()  # the learner's weights now differ from any freshly built worker's
-        ray.kill(algo.workers.actors[1])
+        in_process.kill(algo.workers.actors[1])
         batch = algo.sample()
         assert algo.workers.num_restarts == 1
         with torch.no_grad():
@@ -219,19 +227,33 @@ def test_worker_process_exiting_mid_sample_is_replaced(ray_session, tmp_path, mo
         algo.stop()
 
 
-def test_worker_deaths_past_max_worker_restarts_stop_the_run(ray_session):
+def test_worker_deaths_past_max_worker_restarts_stop_the_run(in_process):
     algo = faulty("ray", fail="none").fault_tolerance(max_worker_restarts=1).build()
-    ray.kill(algo.workers.actors[0])
+    in_process.kill(algo.workers.actors[0])
     assert algo.train()["num_worker_restarts"] == 1
-    ray.kill(algo.workers.actors[0])
+    in_process.kill(algo.workers.actors[0])
     assert_train_raises(algo, WorkerError, r"rollout worker 0 died .*not replaced: max_worker_restarts=1 "
                                            r"replacements were made already")
 
 
-def test_no_restarts_when_restart_failed_workers_is_off(ray_session):
+def test_no_restarts_when_restart_failed_workers_is_off(in_process):
     algo = faulty("ray", fail="none").fault_tolerance(restart_failed_env_runners=False).build()
-    ray.kill(algo.workers.actors[1])
+    in_process.kill(algo.workers.actors[1])
     assert_train_raises(algo, WorkerError, r"rollout worker 1 died .*restart_failed_workers=False")
+
+
+def test_a_worker_dying_mid_iteration_is_resampled_or_left_out_exactly(in_process):
+    """The in-process twin of the process-exit test: worker 1 dies as it starts its first sample
+    call (after its construction), so the first iteration's steps are known exactly."""
+    for mode, first, second in (("resample", 57 + 57, 54 + 54), ("use_others", 57, 54 + 57)):
+        algo = faulty("ray", fail="none").fault_tolerance(on_worker_failure=mode).build()
+        try:
+            in_process.crash(algo.workers.actors[1], after_calls=0)
+            result = algo.train()
+            assert (result["num_worker_restarts"], result["timesteps_this_iter"]) == (1, first), mode
+            assert algo.train()["timesteps_this_iter"] == second, mode
+        finally:
+            algo.stop()
 
 
 class SeedEcho(gym.Env):
@@ -254,7 +276,7 @@ class SeedEcho(gym.Env):
 register_env("seed-echo", lambda cfg: SeedEcho())
 
 
-def test_replaced_workers_never_share_an_environment_seed(ray_session):
+def test_replaced_workers_never_share_an_environment_seed(in_process):
     algo = (PPOConfig().environment("seed-echo").resources(engine="ray")
             .rollouts(num_workers=2, num_envs_per_worker=2)
             .training(train_batch_size=8, minibatch_size=4, num_epochs=1).debugging(seed=0).build())
@@ -267,7 +289,7 @@ def test_replaced_workers_never_share_an_environment_seed(ray_session):
         assert seeds_by_worker() == [{0, 1}, {2, 3}]
         seen = []
         for victim in (0, 1, 0):  # each replacement takes the next 2 seeds, never a used one
-            ray.kill(algo.workers.actors[victim])
+            in_process.kill(algo.workers.actors[victim])
             seen.append(seeds_by_worker())
         assert seen == [[{4, 5}, {2, 3}], [{4, 5}, {6, 7}], [{8, 9}, {6, 7}]]
         assert algo.workers.num_restarts == 3
@@ -296,3 +318,86 @@ def test_a_worker_seeing_another_cpu_count_samples_the_planned_fragment(ray_sess
         assert len(batch) == 200  # 2 workers x 2 envs x 50 steps (64 CPUs would have made it 2 x 2 x 2)
     finally:
         algo.stop()
+
+
+# -- the backends' contract, on each -----------------------------------------------------------------
+
+
+class Counter:
+    """A hosted object: counts its calls, fails on demand, says which slot built it."""
+
+    def __init__(self, slot: int) -> None:
+        self.slot, self.calls = slot, 0
+
+    def tick(self) -> tuple[int, int]:
+        self.calls += 1
+        return self.slot, self.calls
+
+    def fail(self, what: str) -> None:
+        raise ConfigError(what) if what == "config" else ValueError(f"bad value {what!r}")
+
+    def ping(self) -> None:
+        pass
+
+
+def kill(backend: ActorBackend, actor) -> None:
+    """Kill ``actor`` and wait until it answers no more (Ray's kill lands soon, not at once)."""
+    backend.kill(actor)
+    with contextlib.suppress(ActorDied):
+        while True:
+            backend.get(backend.call(actor, "ping"))
+
+
+def counters(backend: ActorBackend) -> ActorManager:
+    """Two counters, replaced at most twice."""
+    return ActorManager("counter", lambda index, slot: (Counter, (slot,)), 2, RestartPolicy(True, 2), backend,
+                        num_cpus=0)
+
+
+@pytest.fixture(params=["in-process", "ray"])
+def backend(request) -> ActorBackend:
+    if request.param == "ray":
+        request.getfixturevalue("ray_session")
+        ship_by_value(Counter)  # this test module is not importable in Ray's workers
+        return RayBackend()
+    return InProcessBackend()
+
+
+def test_a_backend_reports_errors_deaths_and_replacements_alike(backend):
+    manager = counters(backend)
+    try:
+        assert manager.foreach("tick") == [(0, 1), (1, 1)]
+        with pytest.raises(WorkerError, match=r"^counter 1 failed: ValueError: bad value 'x'$"):
+            manager.get(1, manager.call(1, "fail", "x"))
+        with pytest.raises(ConfigError, match=r"^config$"):  # a VolleyError stays itself
+            manager.get(0, manager.call(0, "fail", "config"))
+        victim = manager.actors[1]
+        kill(backend, victim)
+        # the dead actor is replaced in a new slot (2) and called again; the other keeps counting
+        assert manager.foreach("tick") == [(0, 2), (2, 1)]
+        assert manager.actors[1] is not victim and (manager.num_restarts, manager.num_created) == (1, 3)
+        kill(backend, manager.actors[0])
+        assert manager.foreach("tick", again=False) == [(2, 2)]  # use_others: the replacement not called
+        assert manager.foreach("tick") == [(3, 1), (2, 3)]
+        kill(backend, manager.actors[0])
+        with pytest.raises(WorkerError, match=r"^counter 0 died \(.+\); not replaced: max_worker_restarts=2 "):
+            manager.foreach("tick")
+    finally:
+        manager.stop()
+
+
+def test_calls_in_flight_on_a_dead_actor_are_dropped_and_counted():
+    """Two calls in flight per actor; actor 0 dies as it starts its second: both it held then are
+    dropped, its replacement gets two new ones, and results keep coming from both."""
+    backend = InProcessBackend()
+    manager = counters(backend)
+    calls = CallsInFlight(manager, depth=2)
+    backend.crash(manager.actors[0], after_calls=1)
+    taken: list[tuple[int, tuple[int, int]]] = []
+    while len(taken) < 6:
+        calls.top_up(lambda index: manager.call(index, "tick"), lambda: True)
+        taken += calls.ready(timeout=1.0)
+    # oldest call first: 0's first; 0 dies at its second (its third, made meanwhile, dies too);
+    # 1's first two (made before the replacement's), the replacement's two, 1's third
+    assert taken == [(0, (0, 1)), (1, (1, 1)), (1, (1, 2)), (0, (2, 1)), (0, (2, 2)), (1, (1, 3))]
+    assert (calls.num_dropped, manager.num_restarts) == (2, 1)

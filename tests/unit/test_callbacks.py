@@ -321,7 +321,7 @@ def test_an_unknown_or_wrong_callbacks_class_is_one_line_naming_it():
     message = str(missing.value)
     assert "\n" not in message and "'my_project.hooks:MyCallbacks' is not in this process" in message
     assert "config.callbacks(MyCallbacks)" in message
-    with pytest.raises(ConfigError, match=r"takes a subclass of volley.DefaultCallbacks .* got <class 'dict'>"):
+    with pytest.raises(ConfigError, match=r"takes a subclass of DefaultCallbacks .* got <class 'dict'>"):
         PPOConfig().callbacks(dict)
 
 

@@ -157,11 +157,6 @@ class WrongValues(KeywordModel):
         return super().value_function()[:, None]
 
 
-class WithCustomLoss(KeywordModel):
-    def custom_loss(self, policy_loss, loss_inputs):
-        return policy_loss
-
-
 class NotAModelV2(nn.Module):
     def value_function(self):
         return None
@@ -176,8 +171,7 @@ class FailsToBuild(KeywordModel):
     (WrongOutputs, r"custom model WrongOutputs returned outputs of shape \(2, 1\): expected \(2, 2\), one logit "
                    r"per action"),
     (WrongValues, r"custom model WrongValues's value_function\(\) returned shape \(2, 1\): expected \(2,\)"),
-    (WithCustomLoss, r"overrides custom_loss\(\): volley's algorithms do not add a model's own loss"),
-    (NotAModelV2, r"it must be a class of volley's TorchModelV2 and torch.nn.Module"),
+    (NotAModelV2, r"it must be a torch.nn.Module with ModelV2's methods forward, value_function, get_initial_state"),
     (FailsToBuild, r"custom model FailsToBuild failed to build: RuntimeError: no GPU here"),
 ])
 def test_a_model_that_does_not_fit_is_named_in_one_line(model, message):

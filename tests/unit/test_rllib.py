@@ -124,8 +124,7 @@ def test_every_rllib_spelling_of_evaluation():
     with pytest.raises(ConfigError, match=r"evaluation_force_reset_envs_before_iteration=False is not "
                                           r"supported by volley: volley's evaluation always starts fresh"):
         PPOConfig().evaluation(evaluation_force_reset_envs_before_iteration=False)
-    with pytest.raises(ConfigError, match=r"evaluation_config: RLlib's render_env=True is not supported"):
-        PPOConfig().evaluation(evaluation_config={"render_env": True}).validate()
+    assert PPOConfig().evaluation(evaluation_config={"render_env": True}).evaluation_settings().render_env
 
 
 # -- 3, 4. environment, debugging, reporting, framework, api_stack, learners, resources ----------
@@ -139,9 +138,7 @@ def test_environment_keys():
             config.clip_actions, config.atari_preprocessing) == ("Pendulum-v1", {"g": 9.0}, 5.0, True,
                                                                  False, "none")
     assert PPOConfig().environment(is_atari=True).atari_preprocessing == "deepmind"
-    with pytest.raises(ConfigError, match=r"^RLlib's render_env=True is not supported by volley: .*"
-                                          r"volley evaluate --video"):
-        PPOConfig().environment(render_env=True)
+    assert PPOConfig().environment(render_env=True).render_env  # tests/engines/test_rllib_features.py
 
 
 def test_debugging_reporting_framework_and_api_stack():

@@ -43,18 +43,29 @@ def exploration_epsilon(config: DQNConfig, timestep: int) -> float:
     return start * (end / start) ** fraction
 
 
+def bootstrapped_targets(returns: torch.Tensor, discounts: torch.Tensor, next_q: torch.Tensor,
+                         chooser_q: torch.Tensor | None = None) -> torch.Tensor:
+    """``R + discount · Q̂(s', a*)`` ``[B]`` from the target network's ``next_q`` ``[B, A]``:
+    ``a* = argmax_a`` of the online network's ``chooser_q`` with double Q-learning (van Hasselt et
+    al., 2016), which keeps Q̂'s own overestimates out of the choice; of ``next_q`` itself without.
+    Under an action mask both are over the actions ``s'`` allows (the others' Q-values are the
+    dtype's minimum); a next state that allows none (a finished game's) bootstraps nothing."""
+    chooser = next_q if chooser_q is None else chooser_q
+    best = next_q.gather(-1, chooser.argmax(-1, keepdim=True)).squeeze(-1)
+    return returns + discounts * torch.where(best > torch.finfo(best.dtype).min, best, 0.0)
+
+
+def dqn_loss(q: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """The importance-weighted Huber loss ``mean(w · huber(Q(s, a) - y))`` (δ = 1), each ``[B]``."""
+    return (weights * nn.functional.huber_loss(q, targets, reduction="none")).mean()
+
+
 @torch.no_grad()
 def q_targets(online: QNetwork, target: QNetwork, returns: torch.Tensor, next_obs: torch.Tensor,
               discounts: torch.Tensor, double_q: bool) -> torch.Tensor:
-    """``R + discount · Q̂(s', a*)`` ``[B]``: ``a* = argmax_a Q(s', a)`` of the online network with
-    double Q-learning (van Hasselt et al., 2016), which keeps Q̂'s own overestimates out of
-    the choice; ``argmax_a Q̂(s', a)`` without. Under an action mask both are over the actions
-    ``s'`` allows (the others' Q-values are the dtype's minimum); a next state that allows none (a
-    finished game's) bootstraps nothing."""
-    next_q = target.q_values(next_obs)
-    chooser = online.q_values(next_obs) if double_q else next_q
-    best = next_q.gather(-1, chooser.argmax(-1, keepdim=True)).squeeze(-1)
-    return returns + discounts * torch.where(best > torch.finfo(best.dtype).min, best, 0.0)
+    """:func:`bootstrapped_targets` of the networks at ``next_obs``."""
+    return bootstrapped_targets(returns, discounts, target.q_values(next_obs),
+                                online.q_values(next_obs) if double_q else None)
 
 
 def q_and_targets(online: QNetwork, target: QNetwork, batch: dict[str, torch.Tensor],
@@ -122,7 +133,7 @@ class DQN(Algorithm):
         cfg = self.config
         mb = {k: torch.as_tensor(v, device=self.device) for k, v in batch.items()}
         q, targets = q_and_targets(self.policy, self.target, mb, cfg.double_q)
-        loss = (mb["weights"] * nn.functional.huber_loss(q, targets, reduction="none")).mean()
+        loss = dqn_loss(q, targets, mb["weights"])
 
         self.optimizer.zero_grad()
         loss.backward()

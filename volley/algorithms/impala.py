@@ -99,6 +99,17 @@ class StreamMeter:
     replayed: int = 0  # fragments replayed
 
 
+def vtrace_policy_loss(logp: torch.Tensor, advantages: torch.Tensor) -> torch.Tensor:
+    """IMPALA's policy-gradient loss ``−mean(A_s log π(a_s|x_s))`` (eq. 2's direction, negated), with
+    V-trace's advantages, whose importance weight ``min(ρ̄_pg, π/μ)`` is in them."""
+    return -(logp * advantages).mean()
+
+
+def vtrace_value_loss(values: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """``½ mean((v_s − V(x_s))²)``, the value function regressed on V-trace's targets ``v_s``."""
+    return 0.5 * ((values - targets) ** 2).mean()
+
+
 @dataclass
 class PolicyTerms:
     """What a policy loss reads, on the batch's steps (its bootstrap rows left out) unless said."""
@@ -213,7 +224,7 @@ class IMPALA(Algorithm):
                             torch.as_tensor(batch["logp"][steps], device=self.device),
                             torch.as_tensor(advantages, device=self.device))
         policy_loss, extra = self.policy_loss(terms)
-        vf_loss = 0.5 * ((values[mask] - torch.as_tensor(vs, device=self.device)) ** 2).mean()
+        vf_loss = vtrace_value_loss(values[mask], torch.as_tensor(vs, device=self.device))
         entropy = dist.entropy()[mask].mean()
         loss = policy_loss + cfg.vf_loss_coeff * vf_loss - entropy_coeff * entropy
 
@@ -230,9 +241,8 @@ class IMPALA(Algorithm):
         return None
 
     def policy_loss(self, terms: PolicyTerms) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """IMPALA's policy-gradient loss ``−mean(A_s log π(a_s|x_s))`` with V-trace's advantages (the
-        importance weight ``min(ρ̄_pg, π/μ)`` is in them), and no statistics of its own."""
-        return -(terms.logp * terms.advantages).mean(), []
+        """:func:`vtrace_policy_loss`, and no statistics of its own."""
+        return vtrace_policy_loss(terms.logp, terms.advantages), []
 
     def after_update(self) -> None:
         """Called after every update (APPO moves its target network here)."""

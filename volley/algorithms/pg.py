@@ -19,6 +19,7 @@ steps by a third. Two ways to share the work (``mode``):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import cast
 
 import numpy as np
@@ -27,7 +28,9 @@ import torch
 from volley.algorithm import Algorithm
 from volley.algorithm_configs import PGConfig
 from volley.config import AlgorithmConfig
+from volley.errors import ConfigError
 from volley.models import ActorCriticPolicy
+from volley.modelv2 import adds_custom_loss, model_metrics, with_custom_loss
 from volley.optim import RMSprop
 from volley.rollout.advantages import returns_columns
 from volley.rollout.batch import Batch
@@ -53,6 +56,15 @@ def gradient_pieces(policy: ActorCriticPolicy, batch: Batch, config: AlgorithmCo
     return flat(g1), flat(g0) if g0 is not None else None, sums
 
 
+def reinforce_loss(logp: torch.Tensor, returns: torch.Tensor, mean: float, scale: float,
+                   total: Callable[[torch.Tensor], torch.Tensor] = torch.sum) -> torch.Tensor:
+    """REINFORCE's ``-Σ_t A_t · log π(a_t|s_t)`` with ``A = (G - mean) / scale``, standardised in
+    float64 (a batch's sums of squares lose digits in float32) and multiplied in float32; ``total``
+    sums over the steps (a masked sum for padded sequences)."""
+    advantages = ((returns.double() - mean) / scale).float()
+    return -total(advantages * logp)
+
+
 def flat(grads: tuple[torch.Tensor, ...]) -> np.ndarray:
     return torch.cat([g.reshape(-1) for g in grads]).double().numpy()
 
@@ -64,11 +76,15 @@ class PG(Algorithm):
     config: PGConfig
     policy: ActorCriticPolicy
     averages_gradients = True
+    adds_custom_loss = True
 
     # worker-side: Monte-Carlo returns (torch-free, so a samples-mode worker never imports torch)
     postprocess = staticmethod(returns_columns)
 
     def setup(self) -> None:
+        if self.config.mode == "gradients" and adds_custom_loss(self.policy):
+            raise ConfigError("the custom model's custom_loss() needs PG's mode='samples' (the learner computes "
+                              "the loss there); mode='gradients' has the workers compute the gradients")
         self.optimizer = RMSprop(self.policy.policy_parameters(), lr=self.scheduled("lr"),
                                  alpha=self.config.decay_rate, eps=1e-5)
 
@@ -83,7 +99,8 @@ class PG(Algorithm):
             pieces = self.sample_and_apply(gradient_pieces, self.config.batch_episodes)
             loss = self.combine_gradients(pieces)
         self.optimizer_step(self.optimizer, loss, self.config.grad_clip)
-        return {"policy_loss": loss, "lr": self.schedule_lr(self.optimizer)}  # as RLlib's learner after an update
+        # as RLlib's learner after an update
+        return {"policy_loss": loss, "lr": self.schedule_lr(self.optimizer), **model_metrics(self.policy)}
 
     def _standardizer(self, count: float, total: float, total_sq: float) -> tuple[float, float]:
         """Mean and scale of the returns over the whole batch (0 and 1 when the learner does not
@@ -98,9 +115,9 @@ class PG(Algorithm):
         returns = torch.as_tensor(batch["returns"], dtype=torch.float64, device=self.device)
         mean, scale = self._standardizer(len(returns), returns.sum().item(), (returns**2).sum().item())
         data = self.sequences(batch, ("obs", "actions", "returns"))  # rows, or padded sequences
-        advantages = ((data["returns"].double() - mean) / scale).float()
         logp = self.policy.distribution(**data.inputs).log_prob(data["actions"])
-        return -data.sum(advantages * logp)
+        return with_custom_loss(self.policy, reinforce_loss(logp, data["returns"], mean, scale, data.sum),
+                                data.columns)
 
     def combine_gradients(self, pieces: list[Pieces]) -> float:
         """Set the policy's gradient from the workers' pieces (mode "gradients"); return the loss."""

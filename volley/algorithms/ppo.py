@@ -10,17 +10,65 @@ an entropy bonus (and, with ``kl_coeff`` > 0 and ``use_kl_loss``, RLlib's adapti
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import torch
 
 from volley.algorithm import Algorithm
 from volley.algorithm_configs import PPOConfig
 from volley.errors import ConfigError
+from volley.modelv2 import model_metrics, with_custom_loss
 from volley.optim import Adam
 from volley.rollout.advantages import explained_variance, gae_columns
 from volley.rollout.batch import Batch
-from volley.rollout.sequences import Sequences
+
+Mean = Callable[[torch.Tensor], torch.Tensor]  # a mean over a minibatch's steps (masked for sequences)
+
+
+class PPOLoss(NamedTuple):
+    total: torch.Tensor  # what the optimizer minimises
+    policy: torch.Tensor  # the clipped surrogate, negated
+    value: torch.Tensor
+    entropy: torch.Tensor
+    kl: torch.Tensor  # mean((r - 1) - log r), an estimate of KL(old ‖ new)
+    clip_fraction: torch.Tensor  # of steps whose ratio r left [1 - clip, 1 + clip] (no gradient)
+
+
+def ppo_value_loss(values: torch.Tensor, old_values: torch.Tensor, targets: torch.Tensor,
+                   clip: float | None, mean: Mean = torch.mean) -> torch.Tensor:
+    """``½ mean((V - V_targ)²)``; with ``clip``, PPO2's pessimistic ``½ mean(max((V - V_targ)²,
+    (V_clip - V_targ)²))``, ``V_clip = V_old + clamp(V - V_old, ±clip)``."""
+    loss = (values - targets) ** 2
+    if clip is not None:
+        clipped = old_values + (values - old_values).clamp(-clip, clip)
+        loss = torch.max(loss, (clipped - targets) ** 2)
+    return 0.5 * mean(loss)
+
+
+def ppo_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, values: torch.Tensor,
+             old_values: torch.Tensor, value_targets: torch.Tensor, entropy: torch.Tensor, *, clip_param: float,
+             vf_clip_param: float | None, vf_loss_coeff: float, entropy_coeff: float,
+             kl_coeff: float | None = None, mean: Mean = torch.mean) -> PPOLoss:
+    """PPO's loss on one minibatch (each tensor ``[B]``, or padded ``[S, T]`` with a masked ``mean``).
+
+    With ``r = exp(log π - log π_old)``: ``mean(max(-A r, -A clamp(r, 1 ± clip_param)))`` (the clipped
+    surrogate, Schulman et al., 2017, eq. 7, negated), plus ``vf_loss_coeff`` times
+    :func:`ppo_value_loss`, less ``entropy_coeff`` times the mean entropy, plus ``kl_coeff`` times
+    the KL estimate when a penalty weight is given.
+    """
+    log_ratio = logp - old_logp
+    ratio = log_ratio.exp()
+    policy = mean(torch.max(-advantages * ratio, -advantages * ratio.clamp(1 - clip_param, 1 + clip_param)))
+    value = ppo_value_loss(values, old_values, value_targets, vf_clip_param, mean)
+    mean_entropy = mean(entropy)
+    kl = mean((ratio - 1) - log_ratio)
+    total = policy + vf_loss_coeff * value - entropy_coeff * mean_entropy
+    if kl_coeff is not None:
+        total = total + kl_coeff * kl
+    with torch.no_grad():
+        clip_fraction = mean(((ratio - 1).abs() > clip_param).float())
+    return PPOLoss(total, policy, value, mean_entropy, kl, clip_fraction)
 
 
 def adapt_kl_coeff(kl_coeff: float, sampled_kl: float, kl_target: float) -> float:
@@ -44,6 +92,7 @@ class PPO(Algorithm):
     config_class = PPOConfig
     config: PPOConfig
     averages_gradients = True
+    adds_custom_loss = True
 
     postprocess = staticmethod(gae_columns)  # worker-side: GAE advantages and value targets
 
@@ -84,50 +133,35 @@ class PPO(Algorithm):
         for _ in range(cfg.num_epochs):
             for mb in data.minibatches(cfg.minibatch_size, self.rng):
                 dist, values = self.policy(**mb.inputs)
-                logp = dist.log_prob(mb["actions"])
-                log_ratio = logp - mb["logp"]
-                ratio = log_ratio.exp()
                 adv = mb["advantages"]
                 if cfg.normalize_advantages and mb.steps > 1:
                     adv = mb.standardized(adv)
-                policy_loss = mb.mean(torch.max(-adv * ratio,
-                                                -adv * ratio.clamp(1 - cfg.clip_param, 1 + cfg.clip_param)))
-                vf_loss = self._value_loss(values, mb["values"], mb["value_targets"], mb)
-                entropy = mb.mean(dist.entropy())
-                kl = mb.mean((ratio - 1) - log_ratio)
-                loss = policy_loss + cfg.vf_loss_coeff * vf_loss - self.entropy_coeff * entropy
-                if self.kl_penalty:
-                    loss = loss + self.kl_coeff * kl
+                loss = ppo_loss(dist.log_prob(mb["actions"]), mb["logp"], adv, values, mb["values"],
+                                mb["value_targets"], dist.entropy(), clip_param=cfg.clip_param,
+                                vf_clip_param=cfg.vf_clip_param, vf_loss_coeff=cfg.vf_loss_coeff,
+                                entropy_coeff=self.entropy_coeff,
+                                kl_coeff=self.kl_coeff if self.kl_penalty else None, mean=mb.mean)
+                total = with_custom_loss(self.policy, loss.total, mb.columns)  # a custom model's own loss
 
                 self.optimizer.zero_grad()
-                loss.backward()
-                self.optimizer_step(self.optimizer, loss, cfg.grad_clip)
+                total.backward()
+                self.optimizer_step(self.optimizer, total, cfg.grad_clip)
 
                 with torch.no_grad():
-                    clipped = mb.mean(((ratio - 1).abs() > cfg.clip_param).float())
-                    stats.append(torch.stack([policy_loss, vf_loss, entropy, kl, clipped]))
+                    stats.append(torch.stack([loss.policy, loss.value, loss.entropy, loss.kl, loss.clip_fraction]))
             epochs_done += 1
             if cfg.target_kl is not None and stats[-1][3] > cfg.target_kl:
                 break
         means = torch.stack(stats).mean(0).tolist()
         names = ("policy_loss", "vf_loss", "entropy", "kl", "clip_fraction")
         return {**dict(zip(names, means, strict=True)),
-                "num_epochs_done": epochs_done, "kl_coeff": self.kl_coeff,
+                "num_epochs_done": epochs_done, "kl_coeff": self.kl_coeff, **model_metrics(self.policy),
                 "explained_variance": explained_variance(batch["values"], batch["value_targets"])}
 
     @property
     def kl_penalty(self) -> bool:
         """Whether the loss has the KL penalty: ``use_kl_loss`` and a weight to start from, as in RLlib."""
         return self.config.use_kl_loss and self.config.kl_coeff > 0
-
-    def _value_loss(self, values: torch.Tensor, old_values: torch.Tensor, targets: torch.Tensor,
-                    mb: Sequences) -> torch.Tensor:
-        clip = self.config.vf_clip_param
-        loss = (values - targets) ** 2
-        if clip is not None:  # PPO2's clipped value loss
-            clipped = old_values + (values - old_values).clamp(-clip, clip)
-            loss = torch.max(loss, (clipped - targets) ** 2)
-        return 0.5 * mb.mean(loss)
 
     def extra_state(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
         return {}, {"kl_coeff": self.kl_coeff}

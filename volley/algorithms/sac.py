@@ -57,8 +57,29 @@ def critic_targets(actor: SquashedGaussianActor, target_critics: StackedQ, alpha
     overestimates out (clipped double Q, Fujimoto et al., 2018); ``discount`` is ``γ^m`` after
     ``m`` rewards, 0 where the episode terminated."""
     next_actions, next_logp = actor.distribution(next_obs).rsample()
-    soft_value = target_critics(next_obs, next_actions).min(0).values - alpha * next_logp
-    return returns + discounts * soft_value
+    return soft_targets(returns, discounts, target_critics(next_obs, next_actions), alpha, next_logp)
+
+
+def soft_targets(returns: torch.Tensor, discounts: torch.Tensor, next_q: torch.Tensor, alpha: torch.Tensor,
+                 next_logp: torch.Tensor) -> torch.Tensor:
+    """``R + discount·(min_i next_q_i − α·log π(a'|s'))`` ``[B]``, ``next_q`` ``[k, B]``."""
+    return returns + discounts * (next_q.min(0).values - alpha * next_logp)
+
+
+def critic_loss(q: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """``½ Σ_i mean_b w_b (Q_i(s, a) − y)²`` of the critics' ``q`` ``[k, B]``."""
+    return 0.5 * (weights * (q - targets).square()).mean(-1).sum()
+
+
+def actor_loss(alpha: torch.Tensor, log_prob: torch.Tensor, q_policy: torch.Tensor) -> torch.Tensor:
+    """``mean(α·log π(ã|s) − min_i Q_i(s, ã))``, ``ã`` the policy's reparameterised draw, ``q_policy`` ``[k, B]``."""
+    return (alpha * log_prob - q_policy.min(0).values).mean()
+
+
+def temperature_loss(log_alpha: torch.Tensor, log_prob: torch.Tensor, target_entropy: float) -> torch.Tensor:
+    """``−mean(log α · (log π(ã|s) + H̄))``: α grows while the entropy is below the target ``H̄``
+    (Haarnoja et al., 2018b, eq. 18, on log α); the log-probability carries no gradient."""
+    return -(log_alpha * (log_prob.detach() + target_entropy)).mean()
 
 
 class Losses(NamedTuple):
@@ -81,13 +102,11 @@ def sac_losses(actor: SquashedGaussianActor, critics: StackedQ, target_critics: 
     alpha = log_alpha.detach().exp()
     targets = critic_targets(actor, target_critics, alpha, batch["returns"], batch["next_obs"], batch["discounts"])
     q = critics(batch["obs"], batch["actions"])  # [k, B], every critic in one pass
-    critic_loss = 0.5 * (batch["weights"] * (q - targets).square()).mean(-1).sum()
     actions, log_prob = actor.distribution(batch["obs"]).rsample()
-    q_policy = critics(batch["obs"], actions, frozen=True).min(0).values
-    actor_loss = (alpha * log_prob - q_policy).mean()
-    alpha_loss = -(log_alpha * (log_prob.detach() + target_entropy)).mean()
-    return Losses(critic_loss, actor_loss, alpha_loss, (q.detach() - targets).abs().mean(0), log_prob.detach(),
-                  q.detach())
+    return Losses(critic_loss(q, targets, batch["weights"]),
+                  actor_loss(alpha, log_prob, critics(batch["obs"], actions, frozen=True)),
+                  temperature_loss(log_alpha, log_prob, target_entropy),
+                  (q.detach() - targets).abs().mean(0), log_prob.detach(), q.detach())
 
 
 class SAC(Algorithm):

@@ -17,6 +17,7 @@ The next ``sample()`` ships the new weights.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -34,6 +35,12 @@ from volley.trust_region import (
     fisher_vector_product,
     flat_grad,
 )
+
+
+def trpo_surrogate(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor,
+              mean: Callable[[torch.Tensor], torch.Tensor] = torch.mean) -> torch.Tensor:
+    """TRPO's surrogate ``mean(π/π_old · A)`` (Schulman et al., 2015, eq. 14), which the step maximises."""
+    return mean((logp - old_logp).exp() * advantages)
 
 
 class TRPO(Algorithm):
@@ -75,9 +82,8 @@ class TRPO(Algorithm):
 
         def surrogate_and_kl() -> tuple[torch.Tensor, torch.Tensor, Distribution]:
             dist = self.policy.distribution(**data.inputs)
-            ratio = (dist.log_prob(actions) - old_logp).exp()
             kl = old_dist.kl(dist)  # one policy's: always the same kind
-            return data.mean(ratio * advantages), data.mean(kl), dist
+            return trpo_surrogate(dist.log_prob(actions), old_logp, advantages, data.mean), data.mean(kl), dist
 
         # natural gradient: s = F⁻¹ g by conjugate gradient, F the KL's Hessian
         surrogate, _, dist = surrogate_and_kl()

@@ -1,8 +1,8 @@
-"""One manager for every kind of Ray actor volley runs: rollout workers, acting workers, replay shards.
+"""One manager for every kind of actor volley runs: rollout workers, acting workers, replay shards.
 
 Modelled on RLlib's ``FaultTolerantActorManager``, smaller. An :class:`ActorManager`
-starts ``count`` actors, each hosting a plain object built inside it (:class:`ActorHost`);
-calls them and translates their errors (a ``VolleyError`` stays one, anything else
+starts ``count`` actors through an :class:`~volley.engines.backends.ActorBackend` (Ray's, or
+one in this process for tests), each hosting a plain object built inside it; calls them and translates their errors (a ``VolleyError`` stays one, anything else
 becomes a ``WorkerError`` naming the actor); and replaces a dead actor under one
 :class:`RestartPolicy` (``restart_failed_workers``, ``max_worker_restarts``). Every actor
 gets a *slot*, the number of actors of its kind created before it: a replacement takes a
@@ -18,9 +18,9 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-import ray
 
 from volley.config import AlgorithmConfig
+from volley.engines.backends import ActorBackend, ActorDied, CallFailed, CallTimeout
 from volley.errors import VolleyError, WorkerError
 
 # A replacement not running after this long cannot be placed: the cluster lacks its CPUs.
@@ -28,22 +28,6 @@ RESTART_TIMEOUT_S = 120.0
 
 # What actor ``index`` in ``slot`` hosts: a callable that builds it and that callable's arguments
 Recipe = Callable[[int, int], tuple[Callable[..., Any], tuple[Any, ...]]]
-
-
-class ActorHost:
-    """Builds the hosted object inside the actor, so a failing constructor returns its exception.
-
-    (An exception in an actor's own ``__init__`` reaches the driver only as text.)
-    """
-
-    def build(self, make: Callable[..., Any], *args: Any) -> None:
-        self.hosted = make(*args)
-
-    def call(self, method: str, *args: Any) -> Any:
-        return getattr(self.hosted, method)(*args)
-
-    def node_id(self) -> str:
-        return ray.get_runtime_context().get_node_id()
 
 
 @dataclass(frozen=True)
@@ -60,13 +44,13 @@ class RestartPolicy:
 
 
 class ActorManager:
-    """``count`` Ray actors of one ``kind`` ("rollout worker", "replay shard"), built by ``recipe``."""
+    """``count`` actors of one ``kind`` ("rollout worker", "replay shard") on ``backend``, built by
+    ``recipe``, each reserving ``num_cpus`` and placed ``where`` the backend's placement said."""
 
-    def __init__(self, kind: str, recipe: Recipe, count: int, policy: RestartPolicy,
-                 num_cpus: float, strategy: Any = None) -> None:
-        self.kind, self.recipe, self.policy = kind, recipe, policy
-        self._host: Any = ray.remote(num_cpus=num_cpus)(ActorHost)
-        self._options = {} if strategy is None else {"scheduling_strategy": strategy}
+    def __init__(self, kind: str, recipe: Recipe, count: int, policy: RestartPolicy, backend: ActorBackend,
+                 num_cpus: float, where: Any = None) -> None:
+        self.kind, self.recipe, self.policy, self.backend = kind, recipe, policy, backend
+        self.num_cpus, self.where = num_cpus, where
         self.num_created = 0  # actors of this kind ever started: the next one's slot
         self.num_restarts = 0
         self.actors: list[Any] = []
@@ -79,32 +63,31 @@ class ActorManager:
             for index, build in enumerate(builds):
                 try:
                     self.get(index, build)
-                except ray.exceptions.RayActorError as exc:
+                except ActorDied as exc:
                     raise WorkerError(f"{kind} {index} died while starting: {first_line(exc)}") from exc
         except BaseException:
             self.stop()  # the others too: nobody else holds their handles yet
             raise
 
-    def _spawn(self, index: int) -> tuple[Any, ray.ObjectRef]:
+    def _spawn(self, index: int) -> tuple[Any, Any]:
         make, args = self.recipe(index, self.num_created)
         self.num_created += 1
-        actor = self._host.options(**self._options).remote()
-        return actor, actor.build.remote(make, *args)
+        return self.backend.spawn(make, args, self.num_cpus, self.where)
 
-    def call(self, index: int, method: str, *args: Any) -> ray.ObjectRef:
+    def call(self, index: int, method: str, *args: Any) -> Any:
         """Start ``method(*args)`` on actor ``index``; :meth:`get` its result."""
-        return self.actors[index].call.remote(method, *args)
+        return self.backend.call(self.actors[index], method, *args)
 
-    def get(self, index: int, ref: ray.ObjectRef, timeout: float | None = None) -> Any:
+    def get(self, index: int, ref: Any, timeout: float | None = None) -> Any:
         """The result of a call to actor ``index``: its exception as a WorkerError naming it (a
-        VolleyError as itself). A dead actor raises ``RayActorError``, for the caller to
+        VolleyError as itself). A dead actor raises ``ActorDied``, for the caller to
         :meth:`replace` it or not."""
         try:
-            return ray.get(ref, timeout=timeout)
-        except ray.exceptions.RayTaskError as exc:
+            return self.backend.get(ref, timeout=timeout)
+        except CallFailed as exc:
             if isinstance(exc.cause, VolleyError):
                 raise exc.cause from None
-            raise WorkerError(f"{self.kind} {index} failed: {type(exc.cause).__name__}: {exc.cause}") from exc
+            raise WorkerError(f"{self.kind} {index} failed: {exc}") from exc
 
     def foreach(self, method: str, *args: Any, again: bool = True) -> list[Any]:
         """``method(*args)`` on every actor, array arguments put into the object store once.
@@ -116,18 +99,18 @@ class ActorManager:
 
     def foreach_async(self, method: str, *args: Any, again: bool = True) -> Callable[[], list[Any]]:
         """:meth:`foreach`, started now: the returned function waits for its results."""
-        shipped = [ray.put(a) if isinstance(a, np.ndarray) else a for a in args]
+        shipped = [self.backend.put(a) if isinstance(a, np.ndarray) else a for a in args]
         started = {index: self.call(index, method, *shipped) for index in range(len(self.actors))}
         return lambda: self._collect(started, method, shipped, again)
 
-    def _collect(self, refs: dict[int, ray.ObjectRef], method: str, shipped: list[Any], again: bool) -> list[Any]:
+    def _collect(self, refs: dict[int, Any], method: str, shipped: list[Any], again: bool) -> list[Any]:
         results: dict[int, Any] = {}
         while refs:
             died: list[tuple[int, Exception]] = []
             for index, ref in refs.items():
                 try:
                     results[index] = self.get(index, ref)
-                except ray.exceptions.RayActorError as exc:
+                except ActorDied as exc:
                     died.append((index, exc))
             for index, cause in died:
                 self.replace(index, cause)
@@ -143,13 +126,13 @@ class ActorManager:
         if self.num_restarts >= self.policy.max_restarts:
             raise WorkerError(f"{died}; not replaced: max_worker_restarts={self.policy.max_restarts} "
                               f"replacements were made already")
-        ray.kill(self.actors[index])
+        self.backend.kill(self.actors[index])
         actor, build = self._spawn(index)
         try:
             self.get(index, build, timeout=RESTART_TIMEOUT_S)
-        except (ray.exceptions.GetTimeoutError, ray.exceptions.RayActorError) as exc:
-            ray.kill(actor)
-            cpus = ray.cluster_resources().get("CPU", 0.0)
+        except (CallTimeout, ActorDied) as exc:
+            self.backend.kill(actor)
+            cpus = self.backend.num_cpus()
             raise WorkerError(f"{died}; its replacement did not start within {RESTART_TIMEOUT_S:g} s "
                               f"({first_line(exc)}); the cluster has {cpus:g} CPUs for "
                               f"{len(self.actors)} actors of this kind") from exc
@@ -157,13 +140,13 @@ class ActorManager:
         self.num_restarts += 1
 
     def node_ids(self) -> list[str]:
-        """The Ray node each actor runs on (to check placement)."""
-        return ray.get([actor.node_id.remote() for actor in self.actors])
+        """The node each actor runs on (to check placement)."""
+        return self.backend.node_ids(self.actors)
 
     def stop(self) -> None:
-        """Kill every actor (``ray.kill`` takes effect soon, not at once)."""
+        """Kill every actor (on Ray, ``ray.kill`` takes effect soon, not at once)."""
         for actor in self.actors:
-            ray.kill(actor)
+            self.backend.kill(actor)
         self.actors = []
 
 
@@ -178,11 +161,11 @@ class CallsInFlight:
 
     def __init__(self, manager: ActorManager, depth: int) -> None:
         self.manager, self.depth = manager, depth
-        self.calls: dict[ray.ObjectRef, tuple[int, Any]] = {}  # call -> (actor index, actor handle)
+        self.calls: dict[Any, tuple[int, Any]] = {}  # call -> (actor index, actor handle)
         self.free = [depth] * len(manager.actors)  # calls each actor could have in flight but has not
         self.num_dropped = 0
 
-    def top_up(self, start: Callable[[int], ray.ObjectRef], allowed: Callable[[], bool]) -> None:
+    def top_up(self, start: Callable[[int], Any], allowed: Callable[[], bool]) -> None:
         """Start calls, ``start(index)`` each, until every actor has ``depth`` in flight, while ``allowed()``."""
         for index in range(len(self.free)):
             while self.free[index] > 0:
@@ -196,9 +179,10 @@ class CallsInFlight:
         for the first; an actor found dead is replaced and its calls dropped."""
         if not self.calls:
             return []
-        done, _ = ray.wait(list(self.calls), num_returns=1, timeout=timeout)
+        backend = self.manager.backend
+        done = backend.wait(list(self.calls), 1, timeout)
         if done:
-            done, _ = ray.wait(list(self.calls), num_returns=len(self.calls), timeout=0)
+            done = backend.wait(list(self.calls), len(self.calls), 0)
         results = []
         for ref in done:
             if ref not in self.calls:  # dropped with its dead actor a moment ago
@@ -206,7 +190,7 @@ class CallsInFlight:
             index, actor = self.calls.pop(ref)
             try:
                 result = self.manager.get(index, ref)
-            except ray.exceptions.RayActorError as exc:
+            except ActorDied as exc:
                 self.num_dropped += 1 + sum(1 for _, other in self.calls.values() if other is actor)
                 self.calls = {key: call for key, call in self.calls.items() if call[1] is not actor}
                 if actor is self.manager.actors[index]:  # not replaced already (by another call)
@@ -249,7 +233,7 @@ class ManagedWorkers:
         return self.manager.get(0, self.manager.call(0, "spaces"))
 
     def node_ids(self) -> list[str]:
-        """The Ray node each worker runs on (to check placement)."""
+        """The node each worker runs on (to check placement)."""
         return self.manager.node_ids()
 
 

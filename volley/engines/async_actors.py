@@ -1,6 +1,7 @@
 """Asynchronous actors on Ray: a parameter server, replay shards and acting workers around a learner.
 
-Three plain classes, made Ray actors here, that know nothing of any algorithm:
+Three plain classes, made actors here (Ray's, or in-process ones: :mod:`volley.engines.backends`),
+that know nothing of any algorithm:
 
 - :class:`ParameterServer` holds the learner's latest flat weights and their version;
 - :class:`ReplayShard` hosts a :mod:`volley.replay` buffer (uniform or prioritized);
@@ -36,7 +37,6 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-import ray
 
 from volley.engines.actor_manager import (
     ActorManager,
@@ -45,8 +45,9 @@ from volley.engines.actor_manager import (
     RestartCount,
     RestartPolicy,
 )
+from volley.engines.backends import ActorBackend, ActorDied
 from volley.engines.base import ActorReport, AsyncSpec, AsyncWorkerGroup, WorkerRecipe
-from volley.engines.ray_engine import init_ray, placement, ship_recipe, shutdown_ray
+from volley.engines.ray_engine import actor_backend
 from volley.replay import Prioritization, PrioritizedReplayBuffer, make_replay_buffer
 from volley.rollout.batch import Batch
 from volley.rollout.worker import SampleResult
@@ -102,14 +103,14 @@ class ActingWorker:
     """A rollout worker that samples with its own exploration and feeds the replay shards directly."""
 
     def __init__(self, recipe: WorkerRecipe, index: int, slot: int, spec: AsyncSpec,
-                 parameter_server: Any) -> None:
+                 backend: ActorBackend, parameter_server: Any) -> None:
         self.index, self.spec, self.config = index, spec, recipe.config
         self.worker = recipe.build(index, slot)
-        self.parameter_server = parameter_server
+        self.backend, self.parameter_server = backend, parameter_server
         self.version = 0
         self.weights: np.ndarray | None = None  # the last fetched
         self.chunks = 0
-        self.pending_push: tuple[int, ray.ObjectRef] | None = None
+        self.pending_push: tuple[int, Any] | None = None
         self.dead_shards: set[int] = set()
 
     def spaces(self) -> tuple[gym.Space, gym.Space]:
@@ -121,9 +122,9 @@ class ActingWorker:
 
         Returns the episodes and steps (an empty batch) and the weight version used.
         """
-        version, weights = ray.get(self.parameter_server.fetch.remote(self.version))
+        version, weights = self._fetch()
         while weights is None and self.weights is None:  # the learner's first publish is on its way
-            version, weights = ray.get(self.parameter_server.fetch.remote(self.version))
+            version, weights = self._fetch()
         if weights is not None:
             self.weights, self.version = weights, version
         assert self.weights is not None
@@ -148,13 +149,16 @@ class ActingWorker:
                             sum(r.env_steps for r in results),
                             episode_metrics=[m for r in results for m in r.episode_metrics]), self.version
 
+    def _fetch(self) -> tuple[int, np.ndarray | None]:
+        return self.backend.get(self.backend.call(self.parameter_server, "fetch", self.version))
+
     def _push(self, shards: list[Any], rows: Batch, priorities: np.ndarray | None) -> None:
         """One chunk to the next live shard; at most one push in flight, so a slow shard holds us back."""
         self._push_done()
         live = [k for k in range(len(shards)) if k not in self.dead_shards]
         if live:
             shard = live[(self.index + self.chunks) % len(live)]
-            self.pending_push = shard, shards[shard].call.remote("add", rows, priorities)
+            self.pending_push = shard, self.backend.call(shards[shard], "add", rows, priorities)
         self.chunks += 1
 
     def _push_done(self) -> None:
@@ -162,8 +166,8 @@ class ActingWorker:
             shard, ref = self.pending_push
             self.pending_push = None
             try:
-                ray.get(ref)
-            except ray.exceptions.RayActorError:  # its chunk is lost; the learner replaces the shard
+                self.backend.get(ref)
+            except ActorDied:  # its chunk is lost; the learner replaces the shard
                 self.dead_shards.add(shard)
 
 
@@ -174,25 +178,28 @@ class RayAsyncWorkerGroup(ManagedWorkers, AsyncWorkerGroup):
 
     def __init__(self, recipe: WorkerRecipe, spec: AsyncSpec) -> None:
         config = recipe.config
-        self.started_ray = init_ray(config)
+        self.backend = actor_backend()
+        self.started_ray = self.backend.open(config)
         self.config, self.plan, self.spec = config, recipe.plan, spec
         self.num_workers = recipe.plan.num_workers
         self.weight_version = 0
         self.runs: CallsInFlight | None = None  # QUEUED_RUNS run() calls per acting worker, from start()
-        self.prefetched: deque[tuple[int, Any, ray.ObjectRef]] = deque()  # (shard, actor, sample())
+        self.prefetched: deque[tuple[int, Any, Any]] = deque()  # (shard, actor, sample())
+        backend = self.backend
         try:
-            strategy = placement(config, self.num_workers)
-            ship_recipe(recipe)
+            where = backend.placement(config, self.num_workers)
+            backend.ship(recipe)
             policy = RestartPolicy.of(config)
             # The server and shards only answer calls: they reserve no CPU, so every CPU can act.
-            self.parameter_server: Any = ray.remote(num_cpus=0)(ParameterServer).remote()
+            self.parameter_server, _ = backend.spawn(ParameterServer, (), num_cpus=0)
             capacity = math.ceil(spec.replay_capacity / spec.num_replay_shards)
             self.replay_shards = ActorManager(
                 "replay shard", lambda index, slot: (ReplayShard, (capacity, spec.prioritization, config.seed, slot)),
-                spec.num_replay_shards, policy, num_cpus=0)
+                spec.num_replay_shards, policy, backend, num_cpus=0)
             self.manager = ActorManager(
-                "acting worker", lambda index, slot: (ActingWorker, (recipe, index, slot, spec, self.parameter_server)),
-                self.num_workers, policy, config.num_cpus_per_worker, strategy)
+                "acting worker",
+                lambda index, slot: (ActingWorker, (recipe, index, slot, spec, backend, self.parameter_server)),
+                self.num_workers, policy, backend, config.num_cpus_per_worker, where)
         except BaseException:
             self.stop()
             raise
@@ -209,7 +216,7 @@ class RayAsyncWorkerGroup(ManagedWorkers, AsyncWorkerGroup):
         self.runs = CallsInFlight(self.manager, QUEUED_RUNS)
         self.runs.top_up(self._run, self.may_sample)
 
-    def _run(self, index: int) -> ray.ObjectRef:
+    def _run(self, index: int) -> Any:
         """Give worker ``index`` more steps to take (into the current replay shards)."""
         return self.manager.call(index, "run", self.exploration_of(index), self.replay_shards.actors)
 
@@ -223,7 +230,7 @@ class RayAsyncWorkerGroup(ManagedWorkers, AsyncWorkerGroup):
 
     def publish(self, weights: np.ndarray) -> None:
         self.weight_version += 1
-        self.parameter_server.publish.remote(weights, self.weight_version)
+        self.backend.call(self.parameter_server, "publish", weights, self.weight_version)
 
     def next_minibatch(self) -> tuple[int, Batch] | None:
         if not self.prefetched:
@@ -233,7 +240,7 @@ class RayAsyncWorkerGroup(ManagedWorkers, AsyncWorkerGroup):
         shard, actor, ref = self.prefetched.popleft()
         try:
             batch = self.replay_shards.get(shard, ref)
-        except ray.exceptions.RayActorError as exc:
+        except ActorDied as exc:
             if actor is self.replay_shards.actors[shard]:  # its other requests fail too: replace once
                 self.replay_shards.replace(shard, exc)
             self._request(shard)
@@ -262,7 +269,7 @@ class RayAsyncWorkerGroup(ManagedWorkers, AsyncWorkerGroup):
         for shard, ref in enumerate(refs):
             try:
                 states.append(self.replay_shards.get(shard, ref))
-            except ray.exceptions.RayActorError:
+            except ActorDied:
                 states.append({})
         return states
 
@@ -277,10 +284,10 @@ class RayAsyncWorkerGroup(ManagedWorkers, AsyncWorkerGroup):
             if manager is not None:
                 manager.stop()
         if hasattr(self, "parameter_server"):
-            ray.kill(self.parameter_server)
+            self.backend.kill(self.parameter_server)
         self.runs = None
         self.prefetched.clear()
         if self.started_ray:
-            shutdown_ray()
+            self.backend.close()
             self.started_ray = False
 

@@ -6,8 +6,11 @@ a multi-node cluster shares the sampling, and arrays sent to all workers (the
 weights) are put into the object store once per call. Inside a placement group (a
 Ray Tune trial's) Ray is already up and the actors go into that group instead.
 
-A worker whose actor dies (killed, its process gone, its node removed) is replaced
-by a new actor (:mod:`volley.engines.actor_manager`: ``restart_failed_workers``, at
+Every Ray call goes through :class:`RayBackend`, the Ray side of
+:class:`~volley.engines.backends.ActorBackend`; inside
+:func:`~volley.engines.backends.hosted_in_process` the same groups host their actors in this
+process instead (the fault tests). A worker whose actor dies (killed, its process gone, its node
+removed) is replaced by a new actor (:mod:`volley.engines.actor_manager`: ``restart_failed_workers``, at
 most ``max_worker_restarts`` times a run, environments seeded afresh). The replacement
 needs no state of its own: the weights and the filter statistics travel with every
 sample call. Its share of the iteration is sampled again
@@ -31,7 +34,14 @@ import ray
 
 from volley.config import AlgorithmConfig
 from volley.engines import ray_boot, ray_reaper
-from volley.engines.actor_manager import ActorManager, ManagedWorkers, RestartPolicy
+from volley.engines.actor_manager import ActorManager, ManagedWorkers, RestartPolicy, first_line
+from volley.engines.backends import (
+    ActorBackend,
+    ActorDied,
+    CallFailed,
+    CallTimeout,
+    in_process_host,
+)
 from volley.engines.base import WorkerGroup, WorkerRecipe
 from volley.errors import ConfigError
 
@@ -208,21 +218,99 @@ def placement(config: AlgorithmConfig, num_workers: int, reserved_cpus: float = 
     return strategy
 
 
+class ActorHost:
+    """The Ray actor: builds the hosted object inside it, so a failing constructor returns its exception.
+
+    (An exception in an actor's own ``__init__`` reaches the driver only as text.)
+    """
+
+    def build(self, make: Callable[..., Any], *args: Any) -> None:
+        self.hosted = make(*args)
+
+    def call(self, method: str, *args: Any) -> Any:
+        return getattr(self.hosted, method)(*args)
+
+    def node_id(self) -> str:
+        return ray.get_runtime_context().get_node_id()
+
+
+REMOTE_HOST: Any = ray.remote(ActorHost)
+
+
+class RayBackend(ActorBackend):
+    """Actors are Ray actors (:class:`ActorHost`), references Ray's object references."""
+
+    def open(self, config: AlgorithmConfig) -> bool:
+        return init_ray(config)
+
+    def close(self) -> None:
+        shutdown_ray()
+
+    def placement(self, config: AlgorithmConfig, num_workers: int, reserved_cpus: float = 0.0) -> Any:
+        return placement(config, num_workers, reserved_cpus)
+
+    def ship(self, recipe: WorkerRecipe) -> None:
+        ship_recipe(recipe)
+
+    def spawn(self, make: Callable[..., Any], args: tuple[Any, ...], num_cpus: float,
+              where: Any = None) -> tuple[Any, ray.ObjectRef]:
+        options: dict[str, Any] = {"num_cpus": num_cpus}
+        if where is not None:
+            options["scheduling_strategy"] = where
+        actor = REMOTE_HOST.options(**options).remote()
+        return actor, actor.build.remote(make, *args)
+
+    def call(self, actor: Any, method: str, *args: Any) -> ray.ObjectRef:
+        return actor.call.remote(method, *args)
+
+    def wait(self, refs: list[Any], num_returns: int, timeout: float | None) -> list[Any]:
+        done, _ = ray.wait(refs, num_returns=num_returns, timeout=timeout)
+        return done
+
+    def get(self, ref: Any, timeout: float | None = None) -> Any:
+        try:
+            return ray.get(ref, timeout=timeout)
+        except ray.exceptions.RayTaskError as exc:
+            raise CallFailed(exc.cause) from exc
+        except ray.exceptions.RayActorError as exc:
+            raise ActorDied(first_line(exc)) from exc
+        except ray.exceptions.GetTimeoutError as exc:
+            raise CallTimeout(first_line(exc)) from exc
+
+    def put(self, value: Any) -> Any:
+        return ray.put(value)
+
+    def kill(self, actor: Any) -> None:
+        ray.kill(actor)
+
+    def node_ids(self, actors: list[Any]) -> list[str]:
+        return ray.get([actor.node_id.remote() for actor in actors])
+
+    def num_cpus(self) -> float:
+        return float(ray.cluster_resources().get("CPU", 0.0))
+
+
+def actor_backend() -> ActorBackend:
+    """Ray, unless this runs inside :func:`~volley.engines.backends.hosted_in_process`."""
+    return in_process_host() or RayBackend()
+
+
 class RayWorkerGroup(ManagedWorkers, WorkerGroup):
-    """``num_workers`` Ray actors, each hosting one :class:`RolloutWorker`."""
+    """``num_workers`` actors (Ray's, see :func:`actor_backend`), each hosting one :class:`RolloutWorker`."""
 
     def __init__(self, recipe: WorkerRecipe, reserved_cpus: float = 0.0) -> None:
         """``reserved_cpus``: Ray CPUs this run's other workers hold already (see :func:`placement`)."""
         config = recipe.config
-        self.started_ray = init_ray(config)
+        self.backend = actor_backend()
+        self.started_ray = self.backend.open(config)
         self.config, self.plan = config, recipe.plan
         self.num_workers = recipe.plan.num_workers
         try:
-            strategy = placement(config, self.num_workers, reserved_cpus)
-            ship_recipe(recipe)
+            where = self.backend.placement(config, self.num_workers, reserved_cpus)
+            self.backend.ship(recipe)
             self.manager = ActorManager("rollout worker", lambda index, slot: (recipe.build, (index, slot)),
-                                        self.num_workers, RestartPolicy.of(config),
-                                        config.num_cpus_per_worker, strategy)
+                                        self.num_workers, RestartPolicy.of(config), self.backend,
+                                        config.num_cpus_per_worker, where)
         except BaseException:
             self.stop()
             raise
@@ -237,5 +325,5 @@ class RayWorkerGroup(ManagedWorkers, WorkerGroup):
         if hasattr(self, "manager"):
             self.manager.stop()
         if self.started_ray:
-            shutdown_ray()
+            self.backend.close()
             self.started_ray = False

@@ -1,13 +1,13 @@
-"""A stream of fragments on Ray: workers that never wait for the learner, and a feeder thread that
+"""A stream of fragments on Ray (or in-process actors, :mod:`volley.engines.backends`): workers that never wait for the learner, and a feeder thread that
 keeps them busy and prepares the learner's train batches while it updates (IMPALA, APPO).
 
-Each worker is a Ray actor hosting a :class:`~volley.rollout.fragments.FragmentWorker`, one of
+Each worker is an actor hosting a :class:`~volley.rollout.fragments.FragmentWorker`, one of
 an :class:`~volley.engines.actor_manager.ActorManager`'s actors. The feeder thread keeps
 ``max_requests_in_flight`` fragment requests going on every worker
 (:class:`~volley.engines.actor_manager.CallsInFlight`), so a worker starts its next fragment the
 moment one is done; takes fragments as they finish, from any worker in any order; and
 concatenates them (with replayed ones) into train batches on a queue of ``learner_queue_size``.
-While the queue is full, workers get no new requests: fragments wait in Ray's object store,
+While the queue is full, workers get no new requests: fragments wait in the object store,
 nothing is dropped. The learner, in the main thread, only takes batches from the queue.
 
 Weights travel with requests: :meth:`RayStreamingGroup.publish` puts them (and the merged filter
@@ -29,11 +29,10 @@ import threading
 from typing import Any
 
 import numpy as np
-import ray
 
 from volley.engines.actor_manager import ActorManager, CallsInFlight, ManagedWorkers, RestartPolicy
 from volley.engines.base import StreamingWorkerGroup, StreamSpec, WorkerRecipe
-from volley.engines.ray_engine import init_ray, placement, ship_by_value, shutdown_ray
+from volley.engines.ray_engine import actor_backend
 from volley.rollout.filters import FilterStats
 from volley.rollout.fragments import BatchBuilder, FragmentWorker, TrainBatch
 
@@ -47,11 +46,12 @@ def fragment_worker(recipe: WorkerRecipe, index: int, slot: int) -> FragmentWork
 
 
 class RayStreamingGroup(ManagedWorkers, StreamingWorkerGroup):
-    """``num_workers`` fragment workers as Ray actors, and the feeder thread that serves the learner."""
+    """``num_workers`` fragment workers as actors, and the feeder thread that serves the learner."""
 
     def __init__(self, recipe: WorkerRecipe, spec: StreamSpec) -> None:
         config = recipe.config
-        self.started_ray = init_ray(config)
+        self.backend = actor_backend()
+        self.started_ray = self.backend.open(config)
         self.config, self.plan, self.spec = config, recipe.plan, spec
         self.num_workers = recipe.plan.num_workers
         self.batches: queue.Queue[TrainBatch] = queue.Queue(maxsize=spec.learner_queue_size)
@@ -64,11 +64,11 @@ class RayStreamingGroup(ManagedWorkers, StreamingWorkerGroup):
         self.error: BaseException | None = None
         self.feeder: threading.Thread | None = None
         try:
-            strategy = placement(config, self.num_workers)
-            ship_by_value(recipe.env_creator)
+            where = self.backend.placement(config, self.num_workers)
+            self.backend.ship(recipe)
             self.manager = ActorManager("rollout worker", lambda index, slot: (fragment_worker, (recipe, index, slot)),
-                                        self.num_workers, RestartPolicy.of(config), config.num_cpus_per_worker,
-                                        strategy)
+                                        self.num_workers, RestartPolicy.of(config), self.backend,
+                                        config.num_cpus_per_worker, where)
         except BaseException:
             self.stop()
             raise
@@ -88,7 +88,7 @@ class RayStreamingGroup(ManagedWorkers, StreamingWorkerGroup):
         self.feeder.start()
 
     def publish(self, weights: np.ndarray, filters: FilterStats | None, version: int) -> None:
-        ref = ray.put((weights, filters))  # a copy of both as they are now
+        ref = self.backend.put((weights, filters))  # a copy of both as they are now
         with self.lock:
             self.published, self.version = ref, version
 
@@ -118,7 +118,7 @@ class RayStreamingGroup(ManagedWorkers, StreamingWorkerGroup):
         except BaseException as exc:  # the learner raises it; this thread ends
             self.error = exc
 
-    def _request(self, index: int) -> ray.ObjectRef:
+    def _request(self, index: int) -> Any:
         """Ask worker ``index`` for a fragment, with what was published last if it lacks it."""
         actor = self.manager.actors[index]
         with self.lock:
@@ -145,5 +145,5 @@ class RayStreamingGroup(ManagedWorkers, StreamingWorkerGroup):
         if hasattr(self, "manager"):
             self.manager.stop()
         if self.started_ray:
-            shutdown_ray()
+            self.backend.close()
             self.started_ray = False

@@ -126,6 +126,15 @@ def sub_environments_created(worker: RolloutWorker, indices: list[int] | None = 
                      env_index=index)
 
 
+def each_env(worker: RolloutWorker) -> list[tuple[Any, EnvContext]]:
+    """Each environment of ``worker`` as RLlib's ``foreach_env_with_context`` gives it: the
+    environment itself (under volley's wrappers; a native vector env as itself) and its context."""
+    guards = guarded_envs(worker.env)
+    envs = [(None, worker.env)] if guards is None else [(j, guard.unwrapped) for j, guard in enumerate(guards)]
+    return [(env, EnvContext(worker.config.env_config, worker.worker_index, index, worker.num_workers))
+            for index, env in envs]
+
+
 class EpisodeTracker:
     """One :class:`~volley.callbacks.Episode` per environment of a worker, and the episode hooks."""
 

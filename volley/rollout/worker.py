@@ -48,7 +48,7 @@ from volley.errors import EnvError, VolleyError
 from volley.named import CUSTOM_ACTION_DISTS, CUSTOM_MODELS
 from volley.observations import ObsPreprocessor, find_action_mask
 from volley.rollout.batch import Batch
-from volley.rollout.episodes import EpisodeTracker, sub_environments_created
+from volley.rollout.episodes import EpisodeTracker, each_env, sub_environments_created
 from volley.rollout.filters import FilterStats, RewardNormalizer, make_filter
 from volley.rollout.sequences import PREVIOUS, stored_states
 from volley.spaces import action_layout
@@ -207,7 +207,8 @@ class RolloutWorker:
                                creator=self.env_creator,
                                atari_preprocessing=self.config.atari_preprocessing,
                                render_mode=self.render_mode, vectorize_mode=self.config.vectorize_mode,
-                               action_mask_key=self.config.action_mask_key)
+                               action_mask_key=self.config.action_mask_key, horizon=self.config.horizon,
+                               dim=self.config.model.dim)
 
     @property
     def policy(self) -> Policy:
@@ -265,6 +266,14 @@ class RolloutWorker:
         """What the next step acts on: preprocessed, unfiltered, ``[N, *obs_shape]`` (None
         before the first reset). Images are the raw uint8 frames."""
         return self._obs
+
+    def foreach_env(self, func: Callable[[Any], Any]) -> list[Any]:
+        """RLlib's call: ``func(env)`` for each of this worker's environments."""
+        return [func(env) for env, _ in each_env(self)]
+
+    def foreach_env_with_context(self, func: Callable[[Any, Any], Any]) -> list[Any]:
+        """RLlib's call: ``func(env, env_context)`` for each of this worker's environments."""
+        return [func(env, context) for env, context in each_env(self)]
 
     def spaces(self) -> tuple[gym.Space, gym.Space]:
         """Observation and action space of one environment."""
