@@ -78,6 +78,11 @@ def __getattr__(name: str) -> Any:
     return getattr(importlib.import_module(_HOMES[name]), name)
 
 
+def __dir__() -> list[str]:
+    """The public names, loaded or not (tab completion and ``dir(volley)`` show what to import)."""
+    return sorted(__all__)
+
+
 __all__ = ["APPO", "APPOConfig", "IMPALA", "IMPALAConfig", "ActionDistribution", "ApexDQN", "ApexDQNConfig", "ApexSAC",
            "ApexSACConfig", "DQN", "DQNConfig", "PG", "PGConfig", "PPO", "Algorithm", "AlgorithmConfig",
            "CallbackError", "CheckpointError", "ConfigError", "DefaultCallbacks", "EnvError", "Episode",

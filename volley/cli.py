@@ -1,7 +1,8 @@
 """The ``volley`` command: ``volley train | tune | evaluate | presets | plot | bench``.
 
 User mistakes (a bad flag, an unknown environment, a corrupt checkpoint) print one
-line and exit with status 2; a traceback means a bug in volley.
+line and exit with status 2; a traceback means a bug in volley. The arguments are
+``volley.arguments``'s; this module runs the commands.
 """
 
 from __future__ import annotations
@@ -9,125 +10,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
+from volley.arguments import build_parser, one_line, say
 from volley.errors import ConfigError, VolleyError, WorkerError
 
-# What str.splitlines() breaks at, written out as escapes so an error stays on one line
-_ESCAPED_BREAKS = {ord(c): c.encode("unicode_escape").decode()
-                   for c in "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"}
-
-
-def one_line(message: str) -> str:
-    """A message with its line breaks escaped (``\\n``): a user's argument may hold one."""
-    return message.translate(_ESCAPED_BREAKS)
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse, but an error is one line (no usage dump) and exit status 2."""
-
-    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
-        """As argparse, but unrecognized arguments are quoted, so an empty one still shows."""
-        parsed, extras = self.parse_known_args(args, namespace)
-        if extras:
-            self.error(f"unrecognized arguments: {' '.join(shlex.quote(a) for a in extras)}")
-        return parsed
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {one_line(message)} (see '{self.prog} --help')\n")
-
-
-def _count(minimum: int) -> Any:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got '{text}'") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
-        return value
-    return parse
-
-
-def _counts(text: str) -> list[int]:
-    try:
-        counts = [int(part) for part in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got '{text}'") from None
-    if any(c < 0 for c in counts):
-        raise argparse.ArgumentTypeError(f"worker counts must be >= 0, got '{text}'")
-    return counts
-
-
-def _key_value(text: str) -> tuple[str, Any]:
-    key, sep, raw = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got '{text}'")
-    try:
-        return key, json.loads(raw)
-    except json.JSONDecodeError:
-        return key, raw  # a bare string such as env=Pendulum-v1
-
-
-def _values(text: str) -> tuple[str, list[Any]]:
-    """``KEY=V1,V2,...``: each value parsed as in ``--set`` (commas inside [] or {} stay)."""
-    key, sep, raw = text.partition("=")
-    if not sep or not key or not raw:
-        raise argparse.ArgumentTypeError(f"expected KEY=V1,V2,..., got '{text}'")
-    parts, depth, start = [], 0, 0
-    for i, char in enumerate(raw + ","):
-        depth += (char in "[{") - (char in "]}")
-        if char == "," and depth == 0:
-            parts.append(raw[start:i])
-            start = i + 1
-    return key, [_key_value(f"{key}={part}")[1] for part in parts]
-
-
-def _add_run_flags(command: argparse.ArgumentParser, workers_default: str) -> None:
-    """Flags ``volley train`` and ``volley tune`` share (defaults None where a resumed run keeps
-    its own setting unless the flag is given)."""
-    start = command.add_mutually_exclusive_group()
-    start.add_argument("--preset", help="start from a tuned preset (`volley presets` lists them); "
-                       "the flags below override its values")
-    start.add_argument("--config", dest="config_file", metavar="FILE.yaml",
-                       help="start from a preset file of your own (the form of volley/tuned/*.yaml, or "
-                       "an RLlib tuned example: `rllib train file FILE`)")
-    command.add_argument("--framework", choices=["torch"],
-                         help="RLlib's flag: run a file written for TensorFlow on torch (volley's only one)")
-    command.add_argument("--algo", help="algorithm (default: ppo)")
-    command.add_argument("--env", help="Gymnasium id or registered name (default: CartPole-v1)")
-    command.add_argument("--workers", type=_count(0), help=f"rollout workers (default: {workers_default}; "
-                         "0 samples in this process)")
-    command.add_argument("--envs-per-worker", type=_count(1), help="environments per worker")
-    command.add_argument("--seed", type=int, help="random seed (default: 0)")
-    command.add_argument("--stop-reward", type=float,
-                         help="stop at this 100-episode mean return (default: the env's reward_threshold)")
-    command.add_argument("--max-iters", type=_count(1), help="stop after this many iterations")
-    command.add_argument("--max-timesteps", type=_count(1), help="stop after this many env steps")
-    command.add_argument("--max-time", type=_count(1), metavar="SECONDS",
-                         help="stop after this many seconds of training")
-    command.add_argument("--eval-every", type=_count(1), metavar="N",
-                         help="evaluate every N iterations (evaluation_interval; episodes: "
-                         "--set evaluation_duration=K)")
-    command.add_argument("--logdir", help="parent of the run directory (default: runs)")
-    command.add_argument("--checkpoint-freq", type=_count(0),
-                         help="checkpoint every N iterations, and always at the end (default: 10)")
-    command.add_argument("--address", help="join this Ray cluster ('auto', 'host:port')")
-    command.add_argument("--num-cpus", type=_count(1), help="CPUs for an embedded Ray cluster")
-    command.add_argument("--set", dest="overrides", type=_key_value, action="append", default=[],
-                         metavar="KEY=VALUE", help="any config key, e.g. --set lr=1e-3 (repeatable)")
-    _add_import_flag(command)
-
-
-def _add_import_flag(command: argparse.ArgumentParser) -> None:
-    command.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
-                         help="import this module first (from the current directory or installed; "
-                         "repeatable): one that registers environments or custom models, or defines "
-                         "the classes a checkpoint names")
+STARTED = time.monotonic()  # the stop line counts start-up (imports, Ray, workers) from here
 
 
 def import_user_modules(modules: list[str]) -> None:
@@ -144,81 +35,6 @@ def import_user_modules(modules: list[str]) -> None:
             raise ConfigError(f"--import {module}: {exc}") from None
         except Exception as exc:  # the user's module failed: one line, as for an environment's creator
             raise ConfigError(f"--import {module} failed: {type(exc).__name__}: {exc}") from None
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="volley", description="Train RL agents with parallel rollout workers.")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-
-    train = commands.add_parser("train", help="train an agent until a stop criterion")
-    _add_run_flags(train, "CPU count")
-    train.add_argument("--resume", metavar="RUN_DIR",
-                       help="continue that run from its newest checkpoint, in the same directory "
-                       "(its config, stop criteria and checkpoint settings unless given here)")
-    train.add_argument("--name", help="run directory name under --logdir (default: algo_env_time)")
-    train.add_argument("--keep-checkpoints", type=_count(1),
-                       help="keep the newest N checkpoints of the run (default: 5)")
-    train.add_argument("--engine", choices=["ray", "local", "mpi"],
-                       help="where workers run (default: ray; mpi: one worker per rank)")
-    train.add_argument("--nprocs", type=_count(1),
-                       help="with --engine mpi: start this many ranks under mpiexec")
-    train.add_argument("--no-tensorboard", action="store_true", help="skip TensorBoard event files")
-
-    sweep = commands.add_parser("tune", help="a hyperparameter sweep on Ray Tune, trials in parallel")
-    _add_run_flags(sweep, "0 per trial")
-    sweep.add_argument("--grid", type=_values, action="append", default=[], metavar="KEY=V1,V2",
-                       help="grid-search a config key over these values (repeatable)")
-    sweep.add_argument("--uniform", type=_values, action="append", default=[], metavar="KEY=LO,HI",
-                       help="sample a config key uniformly in [LO, HI] (repeatable)")
-    sweep.add_argument("--loguniform", type=_values, action="append", default=[], metavar="KEY=LO,HI",
-                       help="sample a config key log-uniformly in [LO, HI] (repeatable)")
-    sweep.add_argument("--samples", type=_count(1), default=1,
-                       help="repeat the grid this many times, drawing the random keys anew (default: 1)")
-    sweep.add_argument("--asha", action="store_true",
-                       help="stop poor trials early with Tune's ASHA scheduler (needs --max-iters)")
-    sweep.add_argument("--name", help="experiment directory under --logdir (default: algo_env_time)")
-
-    bench = commands.add_parser("bench", help="measurements")
-    bench_kinds = bench.add_subparsers(dest="bench", required=True, parser_class=_Parser)
-    speed = bench_kinds.add_parser("speedup", help="the first iterations with each worker count")
-    speed.add_argument("--algo", default="ppo", help="algorithm (default: ppo)")
-    speed.add_argument("--env", default="CartPole-v1", help="Gymnasium id")
-    speed.add_argument("--iters", type=_count(1), default=10, help="iterations per count (default: 10)")
-    speed.add_argument("--warmup", type=_count(0), default=1,
-                       help="untimed iterations before the timed ones (default: 1)")
-    speed.add_argument("--workers", type=_counts, default=[0, 1, 2],
-                       help="comma-separated worker counts, 0 = in-process (default: 0,1,2)")
-    speed.add_argument("--mpi", type=_counts, default=[], metavar="RANKS",
-                       help="also measure the MPI engine with these rank counts, e.g. 1,2")
-    speed.add_argument("--num-cpus", type=_count(1), help="CPUs for the embedded Ray cluster")
-    speed.add_argument("--set", dest="overrides", type=_key_value, action="append", default=[],
-                       metavar="KEY=VALUE", help="any config key (repeatable)")
-
-    sampler = bench_kinds.add_parser("sampler", help="one worker's sampling against the raw environment")
-    sampler.add_argument("--env", action="append", metavar="ENV",
-                         help="only this environment (repeatable; default: CartPole x16, Pong RAM, "
-                         "Pong pixels, HalfCheetah, Humanoid)")
-    sampler.add_argument("--seconds", type=float, default=5.0, help="time per measurement (default: 5)")
-    sampler.add_argument("--custom-model", action="store_true",
-                         help="each vector environment also with RLlib's FullyConnectedNetwork as a custom "
-                         "model (the built-in MLP's layers, acting in torch), in the row below its own")
-    sampler.add_argument("--lstm", action="store_true",
-                         help="each vector environment also with an LSTM of 64 cells on its 64x64 MLP "
-                         "(use_lstm), in the row below its own; by default CartPole with 1 and 16 envs")
-
-    commands.add_parser("presets", help="the tuned presets and the results measured with them")
-
-    evaluate = commands.add_parser("evaluate", help="play episodes with a checkpoint's policy")
-    evaluate.add_argument("checkpoint", help="checkpoint directory (a run's 'checkpoint' link works)")
-    evaluate.add_argument("--episodes", type=_count(1), default=10, help="episodes (default: 10)")
-    evaluate.add_argument("--video", metavar="PATH",
-                          help="also write the episodes as a video (.mp4 or .gif)")
-    _add_import_flag(evaluate)
-
-    plot = commands.add_parser("plot", help="learning curves of runs (progress.jsonl) as an image")
-    plot.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run or Tune trial directories")
-    plot.add_argument("-o", "--output", default="curves.png", help="image file (default: curves.png)")
-    return parser
 
 
 def use_cluster_auth_token() -> None:
@@ -264,7 +80,19 @@ def _train(args: argparse.Namespace) -> int:
                 and (i == 0 or args.argv[i - 1] != "--nprocs")]
         return run_under_mpiexec(args.nprocs, [sys.executable, "-m", "volley", *rest])
     overrides = _overrides(args, engine=args.engine, num_workers=args.workers)
+    if not args.wandb or _mpi_rank() != 0:  # under MPI, rank 0 trains and logs; the others serve it
+        return _run(args, overrides)
+    from volley.tracking import wandb_run
+
+    with wandb_run(args.wandb_project, "train") as tracker:
+        return _run(args, overrides, tracker)
+
+
+def _run(args: argparse.Namespace, overrides: dict[str, Any], tracker: Any = None) -> int:
+    """``volley train`` once the process is the one to train in (``tracker``: its W&B run)."""
     algo, run_dir, saved = _resume(args, overrides) if args.resume is not None else _start(args, overrides)
+    if tracker is not None:
+        tracker.name = run_dir.name  # the run directory's name, as CleanRL names its runs
     from volley.run import train_until  # imports torch: after _start has begun Ray's cluster
     try:
         if not algo.is_driver:  # an MPI rank other than 0: it serves rank 0, which prints and saves
@@ -284,11 +112,25 @@ def _train(args: argparse.Namespace) -> int:
             keep_checkpoints=_first(args.keep_checkpoints, saved.get("keep_checkpoints"), 5))
     finally:
         algo.stop()
-    print(f"volley: stopped ({outcome.reason}) at iteration {algo.iteration}, "
-          f"{algo.timesteps_total} env steps, {outcome.wall_time_s:.1f} s")
+    print(f"volley: stopped ({outcome.reason}) at iteration {algo.iteration}, {algo.timesteps_total} env "
+          f"steps, {outcome.wall_time_s:.1f} s of training ({time.monotonic() - STARTED:.1f} s with start-up)")
     print(f"volley: checkpoint {outcome.checkpoint}")
+    if _on_budget(stop, outcome):
+        from volley.presets import short_run_hint
+
+        hint = short_run_hint(type(algo).__name__, config.env, algo.timesteps_total, args.preset)
+        if hint is not None:
+            print(hint)
     # a run stopped by a signal exits as shells expect (130 for Ctrl-C, 143 for SIGTERM)
     return 128 + outcome.signal if outcome.signal else 0
+
+
+def _on_budget(stop: Any, outcome: Any) -> bool:
+    """Whether a run stopped on its step or iteration limit (not its reward, time or a signal)."""
+    from volley.run import Stop
+
+    budget = Stop(iterations=stop.iterations, timesteps=stop.timesteps)
+    return bool(outcome.result) and budget.reason(outcome.result) == outcome.reason
 
 
 def _under_mpiexec() -> bool:
@@ -382,6 +224,10 @@ def _start(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[Any, Pa
         # here on, main() shuts it down once the error is shown (the env id is checked first)
         ray_boot.begin(settings)
     config = _new_config(args, overrides, preset, env)
+    if args.wandb:
+        from volley.tracking import tracked_callbacks
+
+        config.update(**tracked_callbacks(config.callbacks_class, True))
     _install_hooks(config.engine)
     algo = config.build()
     ray_boot.abandon()  # begun for a run whose config turned out to want no cluster
@@ -396,6 +242,7 @@ def _resume(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[Any, P
     from volley.algorithms import get_algorithm_class
     from volley.checkpoint import read_checkpoint
     from volley.run import latest_checkpoint, rewind, run_settings
+    from volley.tracking import tracked_callbacks
 
     run_dir = Path(args.resume)
     if args.preset is not None or args.config_file is not None:
@@ -414,7 +261,8 @@ def _resume(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[Any, P
     merged = {**manifest["config"], **overrides}
     saved = run_settings(run_dir)
     _install_hooks(merged.get("engine", ""))
-    algo = trained.from_checkpoint(checkpoint, **overrides)
+    tracking = tracked_callbacks(manifest["config"].get("callbacks_class"), args.wandb)
+    algo = trained.from_checkpoint(checkpoint, **overrides, **tracking)
     if algo.is_driver:  # under MPI every rank restores; rank 0 alone touches the run directory
         rewind(run_dir, algo.iteration)
         print(f"volley: resuming from {checkpoint} (iteration {algo.iteration}, "
@@ -444,6 +292,7 @@ def _tune(args: argparse.Namespace) -> int:
     from ray.tune.schedulers import ASHAScheduler
 
     from volley.engines.ray_engine import init_ray, shutdown_ray
+    from volley.tracking import tune_callback
     from volley.tune import METRIC, search_space, sweep
 
     space = search_space(type(config), args.grid, args.uniform, args.loguniform)
@@ -455,8 +304,8 @@ def _tune(args: argparse.Namespace) -> int:
         scheduler = ASHAScheduler(max_t=args.max_iters) if args.asha else None
         results = sweep(config, space, samples=args.samples, stop=stop,
                         storage=Path(args.logdir or "runs"), name=name,
-                        checkpoint_freq=_first(args.checkpoint_freq, 10),
-                        scheduler=scheduler)
+                        checkpoint_freq=_first(args.checkpoint_freq, 10), scheduler=scheduler,
+                        callbacks=[tune_callback(args.wandb_project)] if args.wandb else None)
     finally:
         if started:
             shutdown_ray()
@@ -482,9 +331,9 @@ def _finite(value: float) -> float:
 
 
 def _presets(args: argparse.Namespace) -> int:
-    from volley.presets import presets_table
+    from volley.presets import presets_markdown, presets_table
 
-    print(presets_table())
+    print(presets_markdown() if args.markdown else presets_table())
     print("\nvolley train --preset NAME runs one (flags override its values); see benchmarks/RESULTS.md")
     return 0
 
@@ -529,11 +378,27 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from volley.algorithms import Algorithm
-    from volley.video import FrameRecorder, check_video_path, write_video
+    from volley.checkpoint import read_checkpoint
+    from volley.tracking import tracked_callbacks
+    from volley.video import check_video_path
 
     video = check_video_path(args.video) if args.video else None
-    algo = Algorithm.from_checkpoint(args.checkpoint, to_play=True)
+    _, manifest = read_checkpoint(args.checkpoint)
+    tracking = tracked_callbacks(manifest["config"].get("callbacks_class"), args.wandb)
+    if not args.wandb:
+        return _play(args, video, tracking)
+    from volley.tracking import wandb_run
+
+    with wandb_run(args.wandb_project, "evaluate") as tracker:
+        return _play(args, video, tracking, tracker)
+
+
+def _play(args: argparse.Namespace, video: Path | None, tracking: dict[str, Any], tracker: Any = None) -> int:
+    """``volley evaluate``'s episodes, logged to ``tracker`` (a W&B run) if given."""
+    from volley.algorithms import Algorithm
+    from volley.video import FrameRecorder, write_video
+
+    algo = Algorithm.from_checkpoint(args.checkpoint, to_play=True, **tracking)
     try:
         recorder = FrameRecorder(algo.driver_worker(), algo.config.env) if video else None
         stats = algo.evaluate(args.episodes, before_step=recorder)
@@ -542,6 +407,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     print(f"volley: {stats['episodes_this_iter']} episodes of {algo.config.env}: return "
           f"{stats['episode_reward_mean']:.2f} +/- {stats['episode_reward_std']:.2f}, "
           f"length {stats['episode_len_mean']:.1f}")
+    written = None
     if recorder is not None and video is not None:
         if recorder.failure is not None:
             print(f"volley evaluate: cannot render {algo.config.env} ({recorder.failure}); "
@@ -549,6 +415,11 @@ def _evaluate(args: argparse.Namespace) -> int:
         else:
             write_video(recorder.frames, video, recorder.fps)
             print(f"volley: video of {len(recorder.frames)} frames written to {video}")
+            written = video
+    if tracker is not None:
+        from volley.tracking import log_evaluation
+
+        log_evaluation(tracker, stats, algo.timesteps_total, written)
     return 0
 
 
@@ -567,7 +438,7 @@ def main(argv: list[str] | None = None) -> int:
         if _mpi_rank() != 0 and sys.excepthook is not sys.__excepthook__ and not isinstance(exc, ConfigError):
             raise  # this rank's own failure once the MPI job is up: its hook names it and aborts all
         if _mpi_rank() == 0:  # every rank hits the same mistake (a config is the same on all); say it once
-            print(f"volley {args.command}: error: {one_line(str(exc))}", file=sys.stderr)
+            say(f"volley {args.command}: error: {one_line(str(exc))}\n", sys.stderr)
         return 2
     except KeyboardInterrupt:  # a second Ctrl-C while the final checkpoint was being written
         print(f"volley {args.command}: interrupted", file=sys.stderr)

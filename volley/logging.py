@@ -25,8 +25,9 @@ from volley.rllib_results import without_views
 
 PROGRESS = "progress.jsonl"
 
-# (header, result key, width, format)
-COLUMNS = [
+Column = tuple[str, str, int, str]  # (header, result key, width, format)
+# every run's columns
+COLUMNS: list[Column] = [
     ("iter", "training_iteration", 5, "d"),
     ("steps", "timesteps_total", 9, "d"),
     ("reward", "episode_reward_mean", 8, ".1f"),
@@ -36,10 +37,24 @@ COLUMNS = [
     ("fps", "env_steps_per_s", 7, ".0f"),
     ("sample_s", "sample_time_s", 8, ".2f"),
     ("learn_s", "learn_time_s", 7, ".2f"),
+]
+# each shown once a result holds its key, so each algorithm shows its own: PPO, TRPO, PG and
+# IMPALA/APPO their policy and value losses (IMPALA/APPO and Ape-X the lag of the acting
+# weights), DQN its TD loss, SAC its actor, critic and temperature; eval once a run evaluates
+OPTIONAL_COLUMNS: list[Column] = [
     ("pi_loss", "policy_loss", 8, ".3f"),
     ("vf_loss", "vf_loss", 8, ".3f"),
+    ("actor", "actor_loss", 8, ".3f"),
+    ("critic", "critic_loss", 8, ".3f"),
+    ("loss", "loss", 8, ".4f"),
+    ("alpha", "alpha", 7, ".4f"),
+    ("a_loss", "alpha_loss", 7, ".3f"),
     ("entropy", "entropy", 7, ".3f"),
     ("kl", "kl", 7, ".4f"),
+    ("q_mean", "q_mean", 7, ".2f"),
+    ("epsilon", "epsilon", 7, ".3f"),
+    ("lag", "policy_lag_mean", 5, ".1f"),
+    ("lag", "weight_version_lag", 5, ".1f"),
     ("eval", "evaluation/episode_reward_mean", 8, ".1f"),
 ]
 
@@ -54,6 +69,13 @@ def flat_items(result: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]
         else:
             items.append((f"{prefix}{key}", value))
     return items
+
+
+def scalars(result: dict[str, Any]) -> dict[str, numbers.Real]:
+    """The finite numbers of a result under their flat keys, without RLlib's views: what
+    TensorBoard and Weights & Biases plot."""
+    return {key: value for key, value in flat_items(without_views(result))
+            if isinstance(value, numbers.Real) and math.isfinite(value)}
 
 
 def _cell(value: Any, width: int, fmt: str) -> str:
@@ -144,6 +166,7 @@ class ResultLogger:
         self.bar = (ProgressBar(out, fraction)
                     if out is not None and fraction is not None and out.isatty() else None)
         self.rows = 0
+        self.columns = list(COLUMNS)
         self.progress: TextIO | None = None
         self.writer: Any = None
         if run_dir is not None:
@@ -154,18 +177,27 @@ class ResultLogger:
                 self.writer = SummaryWriter(str(run_dir))
 
     def header(self) -> str:
-        return " ".join(name.rjust(width) for name, _, width, _ in COLUMNS)
+        return " ".join(name.rjust(width) for name, _, width, _ in self.columns)
 
     def row(self, result: dict[str, Any]) -> str:
         flat = dict(flat_items(result))
-        return " ".join(_cell(flat.get(key), width, fmt) for _, key, width, fmt in COLUMNS)
+        return " ".join(_cell(flat.get(key), width, fmt) for _, key, width, fmt in self.columns)
+
+    def _grow(self, result: dict[str, Any]) -> bool:
+        """Add the optional columns ``result`` can fill; True if any was added."""
+        keys = dict(flat_items(result))
+        shown = {key for _, key, _, _ in self.columns}
+        columns = [*COLUMNS, *(c for c in OPTIONAL_COLUMNS if c[1] in shown or c[1] in keys)]
+        grew = len(columns) > len(self.columns)
+        self.columns = columns
+        return grew
 
     def log(self, result: dict[str, Any]) -> None:
         result = without_views(result)
         if self.out is not None:
             if self.bar is not None:
                 self.bar.clear()
-            if self.rows % self.header_every == 0:
+            if self._grow(result) or self.rows % self.header_every == 0:  # a new column: a new header
                 print(self.header(), file=self.out)
             print(self.row(result), file=self.out, flush=True)
             if self.bar is not None:
@@ -176,10 +208,10 @@ class ResultLogger:
             self.progress.flush()
         if self.writer is not None:
             step = result["timesteps_total"]
+            for key, value in scalars(result).items():
+                self.writer.add_scalar(f"volley/{key}", value, step)
             for key, value in flat_items(result):
-                if isinstance(value, numbers.Real) and math.isfinite(value):
-                    self.writer.add_scalar(f"volley/{key}", value, step)
-                elif key.startswith(("hist_stats/", "evaluation/hist_stats/")):
+                if key.startswith(("hist_stats/", "evaluation/hist_stats/")):
                     histogram = _histogram(value)
                     if histogram is not None:
                         self.writer.add_histogram(f"volley/{key}", histogram, step)

@@ -23,13 +23,14 @@ through the builder, which refuses what volley does not support in one line.
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from volley.algorithms import get_config_class
+from volley.algorithms import get_algorithm_class, get_config_class
 from volley.config import AlgorithmConfig
 from volley.errors import ConfigError, VolleyError, did_you_mean
 
@@ -157,12 +158,59 @@ def _parse(data: Any, name: str) -> Preset:
                   result=data.get("result"))
 
 
-def presets_table() -> str:
-    """A markdown table of the shipped presets with what each measured (``volley presets``)."""
+def steps_to_threshold(preset: Preset) -> tuple[str, int] | None:
+    """The env steps a preset's result records for reaching its threshold, and the key it is under
+    (``steps_to_475_median``, ``steps_to_-15``, ``median_steps``); None if it records none."""
+    for key, value in (preset.result or {}).items():
+        if (key.startswith("steps_to_") or key == "median_steps") and isinstance(value, int):
+            return key, value
+    return None
+
+
+def short_run_hint(algorithm: str, env: str, steps: int, preset: str | None = None) -> str | None:
+    """One line for a run that stopped on its budget at under 3/4 of the steps its preset
+    (``preset``, else the shipped one training ``algorithm`` on ``env``) took to reach its
+    threshold: a short run that ends worse than it began is then expected, not a fault."""
+    trained = get_algorithm_class(algorithm)
+    candidates = [load_preset(preset)] if preset is not None else [
+        each for each in map(load_preset, preset_names())
+        if each.env == env and get_algorithm_class(each.algo) is trained]
+    for each in candidates:
+        recorded = steps_to_threshold(each)
+        if recorded is not None and steps < 0.75 * recorded[1]:
+            return (f"volley: note: {steps:,} env steps is far below the {recorded[1]:,} that preset "
+                    f"'{each.name}' took to reach its threshold ({recorded[0]}); for a policy that learns, "
+                    f"give it more steps (volley train --preset {each.name})")
+    return None
+
+
+def _stop_text(preset: Preset) -> str:
+    return ", ".join(f"{key} {value:,}" if isinstance(value, int) else f"{key} {value:,g}"
+                     for key, value in preset.stop.items()) or "-"
+
+
+def _measured(preset: Preset) -> str:
+    return preset.result.get("summary", "-") if preset.result else "not measured yet"
+
+
+def presets_table(width: int = 100) -> str:
+    """The shipped presets for a terminal (``volley presets``): a row each, with what it measured
+    wrapped under it, every line at most ``width`` characters."""
+    presets = [load_preset(name) for name in preset_names()]
+    cells = [(p.name, p.algo, p.env, _stop_text(p)) for p in presets]
+    widths = [max(len(row[i]) for row in [("preset", "algo", "environment", "stop"), *cells]) for i in range(4)]
+    lines = ["  ".join(text.ljust(w) for text, w in zip(("preset", "algo", "environment", "stop"), widths,
+                                                          strict=True)).rstrip()]
+    for preset, row in zip(presets, cells, strict=True):
+        lines.append("  ".join(text.ljust(w) for text, w in zip(row, widths, strict=True)).rstrip())
+        lines += textwrap.wrap(_measured(preset), width, initial_indent="    ", subsequent_indent="    ")
+    return "\n".join(lines)
+
+
+def presets_markdown() -> str:
+    """A markdown table of the shipped presets with what each measured (``volley presets --markdown``)."""
     lines = ["| preset | algorithm | environment | stop | measured |", "| --- | --- | --- | --- | --- |"]
     for name in preset_names():
         preset = load_preset(name)
-        stop = ", ".join(f"{key} {value:,g}" for key, value in preset.stop.items()) or "-"
-        measured = preset.result.get("summary", "-") if preset.result else "not measured yet"
-        lines.append(f"| {name} | {preset.algo} | {preset.env} | {stop} | {measured} |")
+        lines.append(f"| {name} | {preset.algo} | {preset.env} | {_stop_text(preset)} | {_measured(preset)} |")
     return "\n".join(lines)

@@ -174,16 +174,17 @@ def search_space(config_class: type[AlgorithmConfig], grid: list[tuple[str, list
 
 def sweep(config: AlgorithmConfig, space: dict[str, Any], *, samples: int,
           stop: Any, storage: Path, name: str, checkpoint_freq: int,
-          scheduler: Any = None) -> tune.ResultGrid:
+          scheduler: Any = None, callbacks: list[Any] | None = None) -> tune.ResultGrid:
     """Run the trials (``samples`` repeats of the grid) until each meets ``stop``
-    (a :class:`volley.run.Stop`); Tune prints the live trial table."""
+    (a :class:`volley.run.Stop`); Tune prints the live trial table. ``callbacks``: Tune's
+    (its ``WandbLoggerCallback`` for ``volley tune --wandb``)."""
     tuner = tune.Tuner(
         trainable(config), param_space=space,
         tune_config=tune.TuneConfig(metric=METRIC, mode="max", num_samples=samples,
                                     scheduler=scheduler),
         run_config=tune.RunConfig(
             name=name, verbose=1, storage_path=str(storage.absolute()),
-            stop=lambda _trial_id, result: stop.reason(result) is not None,
+            stop=lambda _trial_id, result: stop.reason(result) is not None, callbacks=callbacks,
             checkpoint_config=tune.CheckpointConfig(checkpoint_frequency=checkpoint_freq,
                                                     checkpoint_at_end=True)))
     return tuner.fit()

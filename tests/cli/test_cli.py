@@ -7,14 +7,15 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 
 VOLLEY = os.path.join(os.path.dirname(sys.executable), "volley")
 
 
-def volley(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([VOLLEY, *args], capture_output=True, text=True, timeout=timeout)
+def volley(*args: str, timeout: int = 300, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([VOLLEY, *args], capture_output=True, text=True, timeout=timeout, env=env)
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -44,11 +45,35 @@ def test_user_mistakes_get_one_line_and_exit_2(args, message):
     assert len(out.stderr.strip().splitlines()) == 1, out.stderr
 
 
+def test_version_is_the_package_version():
+    from volley._version import __version__
+
+    out = volley("--version", timeout=60)
+    assert out.returncode == 0 and out.stdout == f"volley {__version__}\n", out.stderr
+
+
+def test_dir_lists_the_public_names_unloaded():
+    """Tab completion and dir() show what to import, though PEP 562 loads the names on first use."""
+    import volley as package
+
+    names = dir(package)
+    assert names == sorted(package.__all__)
+    assert {"PPOConfig", "SACConfig", "register_env", "Algorithm"} <= set(names)
+    assert "importlib" not in names and "_HOMES" not in names
+
+
 def test_train_then_evaluate_round_trip(tmp_path):
+    start = time.monotonic()
     out = volley("train", "--engine", "local", "--max-iters", "3", "--seed", "1",
                  "--envs-per-worker", "4", "--logdir", str(tmp_path))
+    wall = time.monotonic() - start
     assert out.returncode == 0, out.stderr
     assert "stopped (reached 3 iterations) at iteration 3" in out.stdout
+    # the training seconds, and the whole command's with start-up (torch's import at least)
+    stop = re.search(r"^volley: stopped .*, ([\d.]+) s of training \(([\d.]+) s with start-up\)$", out.stdout, re.M)
+    assert stop is not None, out.stdout
+    training, in_all = float(stop.group(1)), float(stop.group(2))
+    assert training + 0.5 < in_all <= wall + 0.05
     (run_dir,) = tmp_path.iterdir()
     rows = [json.loads(line) for line in (run_dir / "progress.jsonl").read_text().splitlines()]
     assert [r["training_iteration"] for r in rows] == [1, 2, 3]

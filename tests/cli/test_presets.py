@@ -23,9 +23,25 @@ EXPECTED = {"ppo-cartpole", "ppo-pendulum", "ppo-halfcheetah", "ppo-hopper", "pp
 def test_the_issue_s_presets_are_shipped_and_listed(capsys):
     assert set(preset_names()) >= EXPECTED
     assert main(["presets"]) == 0
-    listed = capsys.readouterr().out
+    listed = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in listed) <= 100  # a terminal's table, not markdown (issue 48)
+    assert not any(line.startswith("|") for line in listed)
     for name in preset_names():
-        assert f"| {name} |" in listed
+        preset = load_preset(name)
+        (row,) = [i for i, line in enumerate(listed) if line.split()[:1] == [name]]
+        assert listed[row].split()[1:3] == [preset.algo, preset.env]
+        summary = []  # the measured figures, wrapped under the row, word for word
+        for line in listed[row + 1:]:
+            if not line.startswith("    "):
+                break
+            summary.append(line.strip())
+        assert " ".join(summary) == " ".join(((preset.result or {}).get("summary") or "not measured yet").split())
+    assert "timesteps 1,000,000" in "\n".join(listed)
+
+    assert main(["presets", "--markdown"]) == 0
+    markdown = capsys.readouterr().out
+    for name in preset_names():
+        assert f"| {name} |" in markdown
 
 
 @pytest.mark.parametrize("name", IN_PROCESS)
@@ -98,3 +114,25 @@ def test_the_wheel_ships_the_presets(tmp_path):
     (wheel,) = tmp_path.glob("volley_rl-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert {f"volley/tuned/{name}.yaml" for name in preset_names()} <= set(names)
+
+
+def test_a_run_stopped_far_below_its_preset_s_steps_says_so(tmp_path, capsys):
+    """Issue 48: SAC on Pendulum for 3,000 steps ends worse than it began; the preset records
+    -200 at a median 5,200 steps, and the run's last line says so."""
+    recorded = load_preset("sac-pendulum").result["median_steps"]
+    bounded = ["--engine", "local", "--logdir", str(tmp_path), "--no-tensorboard"]
+    assert main(["train", "--algo", "sac", "--env", "Pendulum-v1", "--max-iters", "1", *bounded]) == 0
+    out = capsys.readouterr().out.splitlines()
+    steps = int(out[-3].split(" env steps")[0].rsplit(", ", 1)[1])
+    assert out[-1] == (f"volley: note: {steps:,} env steps is far below the {recorded:,} that preset "
+                       "'sac-pendulum' took to reach its threshold (median_steps); for a policy that learns, "
+                       "give it more steps (volley train --preset sac-pendulum)")
+    # no preset for PG on CartPole; a run that reached its reward; a budget near the preset's figure
+    assert main(["train", "--algo", "pg", "--max-iters", "1", *bounded]) == 0
+    assert main(["train", "--max-iters", "50", "--stop-reward", "15", *bounded]) == 0
+    assert "note:" not in capsys.readouterr().out
+    from volley.presets import short_run_hint
+
+    assert short_run_hint("SAC", "Pendulum-v1", int(0.75 * recorded)) is None
+    assert "5,200" in short_run_hint("SAC", "Pendulum-v1", int(0.75 * recorded) - 1)
+    assert "'ppo-pong'" in short_run_hint("PPO", "CartPole-v1", 1000, preset="ppo-pong")  # --preset's own

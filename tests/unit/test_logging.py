@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from volley.logging import ProgressBar, ResultLogger
+from volley.logging import OPTIONAL_COLUMNS, ProgressBar, ResultLogger
 from volley.run import Stop
 
 RESULT = {"training_iteration": 5, "timesteps_total": 4000, "episode_reward_mean": 50.0}
@@ -45,3 +45,45 @@ def test_bar_only_on_a_terminal():
     # each redraw first erases the bar, so rows never run into it
     assert tty.getvalue().count("\r\033[K") == 2
     assert tty.getvalue().endswith("\r\033[K")
+
+
+def _table(result_rows: list[dict]) -> list[list[str]]:
+    log = io.StringIO()
+    logger = ResultLogger(None, out=log)
+    for result in result_rows:
+        logger.log(result)
+    logger.close()
+    return [line.split() for line in log.getvalue().splitlines()]
+
+
+def test_each_algorithm_shows_its_own_loss_columns():
+    """SAC's table shows its actor, critic and temperature, not PPO's empty columns (issue 48)."""
+    from volley import DQNConfig, SACConfig
+
+    small = {"engine": "local", "num_workers": 0, "train_batch_size": 64, "learning_starts": 32,
+             "min_sample_timesteps_per_iteration": 64}
+    for config, expected in [
+        (SACConfig().environment("Pendulum-v1").update(**small),
+         ["actor", "critic", "alpha", "a_loss", "entropy", "q_mean"]),
+        (DQNConfig().environment("CartPole-v1").update(**small), ["loss", "q_mean", "epsilon"]),
+    ]:
+        algo = config.build()
+        try:
+            result = algo.train()
+        finally:
+            algo.stop()
+        header, row = _table([result])
+        assert header[9:] == expected
+        keys = {"a_loss": "alpha_loss", "actor": "actor_loss", "critic": "critic_loss"}
+        for name, cell in zip(header[9:], row[9:], strict=True):
+            value = result[keys.get(name, name)]
+            assert value == value and cell == format(value, next(c[3] for c in OPTIONAL_COLUMNS if c[0] == name))
+
+
+def test_the_eval_column_appears_with_the_first_evaluation():
+    ppo = {**RESULT, "policy_loss": -0.01, "vf_loss": 2.0, "entropy": 0.6, "kl": 0.01}
+    lines = _table([ppo, {**ppo, "training_iteration": 6, "evaluation": {"episode_reward_mean": 321.0}},
+                    {**ppo, "training_iteration": 7}])
+    assert lines[0][9:] == ["pi_loss", "vf_loss", "entropy", "kl"]  # a run that never evaluates: no eval
+    assert lines[2][9:] == ["pi_loss", "vf_loss", "entropy", "kl", "eval"]  # a new header with it
+    assert lines[3][-1] == "321.0" and lines[4][-1] == "-"
