@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     )
     from volley.envs import TaskSettableEnv, register_env
     from volley.errors import CallbackError, CheckpointError, ConfigError, EnvError, VolleyError
-    from volley.evaluation import collect_episodes, summarize_episodes
+    from volley.learner.evaluation import collect_episodes, summarize_episodes
     from volley.modelv2 import (
         FullyConnectedNetwork,
         RecurrentNetwork,
@@ -60,7 +60,7 @@ _HOMES = {
     "TorchModelV2": "volley.modelv2",
     "FullyConnectedNetwork": "volley.modelv2", "RecurrentNetwork": "volley.modelv2",
     "add_time_dimension": "volley.modelv2",
-    **dict.fromkeys(["collect_episodes", "summarize_episodes"], "volley.evaluation"),
+    **dict.fromkeys(["collect_episodes", "summarize_episodes"], "volley.learner.evaluation"),
     **dict.fromkeys(["ActionDistribution", "TorchCategorical", "TorchDiagGaussian", "TorchDistributionWrapper"],
                     "volley.distributions"),
     **dict.fromkeys(["CallbackError", "CheckpointError", "ConfigError", "EnvError", "VolleyError"], "volley.errors"),

@@ -12,9 +12,9 @@ from PIL import Image, ImageSequence
 from test_cli import volley
 
 from volley import PPOConfig, register_env
-from volley.algorithm import EVAL_SEED_OFFSET
 from volley.envs import SingleEnv
 from volley.errors import ConfigError
+from volley.learner.base import EVAL_SEED_OFFSET
 from volley.video import FrameRecorder, _observation_image, write_video
 
 

@@ -10,8 +10,8 @@ import torch
 from torch import nn
 
 from volley import PPOConfig, TorchModelV2
-from volley.algorithm import EVAL_SEED_OFFSET
 from volley.algorithms.ppo import PPO
+from volley.learner.base import EVAL_SEED_OFFSET
 
 
 def lstm(engine: str, **evaluation) -> PPOConfig:

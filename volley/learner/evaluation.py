@@ -1,15 +1,16 @@
-"""RLlib's evaluation and curriculum keys that call the user's code: ``custom_evaluation_function``,
-``render_env`` and ``env_task_fn``; and RLlib's ``collect_episodes`` and ``summarize_episodes``,
-which such a function calls.
+"""Evaluation on the learner's side: :meth:`Evaluation.evaluate` plays whole episodes with the
+evaluation settings on the evaluation workers or the driver's own worker; and RLlib's evaluation
+and curriculum keys that call the user's code: ``custom_evaluation_function``, ``render_env`` and
+``env_task_fn``; and RLlib's ``collect_episodes`` and ``summarize_episodes``, which such a function
+calls.
 
-:meth:`volley.algorithm.Algorithm.evaluate` plays volley's evaluation episodes; with
-``custom_evaluation_function`` set it calls ``fn(algorithm, eval_workers)`` instead, RLlib's
-signature, and the metrics it returns are the evaluation's (``result["evaluation"]``). With
-``render_env`` (RLlib's key, which rendered to a window) the episodes are played on the driver's
-environment and recorded as a video in the run directory, as ``volley evaluate --video`` does.
-``env_task_fn(train_result, env, env_context)`` is RLlib's curriculum: after every iteration each
-training environment that has ``set_task`` (a :class:`volley.envs.TaskSettableEnv`) gets the
-task it returns.
+With ``custom_evaluation_function`` set, :meth:`Evaluation.evaluate` calls ``fn(algorithm,
+eval_workers)`` instead, RLlib's signature, and the metrics it returns are the evaluation's
+(``result["evaluation"]``). With ``render_env`` (RLlib's key, which rendered to a window) the
+episodes are played on the driver's environment and recorded as a video in the run directory, as
+``volley evaluate --video`` does. ``env_task_fn(train_result, env, env_context)`` is RLlib's
+curriculum: after every iteration each training environment that has ``set_task`` (a
+:class:`volley.envs.TaskSettableEnv`) gets the task it returns.
 """
 
 from __future__ import annotations
@@ -21,17 +22,18 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import gymnasium as gym
 import numpy as np
 
 from volley.callbacks import EpisodeRecord, result_of
+from volley.envs import SingleEnv
 from volley.errors import ConfigError, shown
+from volley.learner.sampling import Sampling
 from volley.named import find_function
+from volley.rllib_results import evaluation_views
 from volley.video import FrameRecorder, write_video
-
-if TYPE_CHECKING:
-    from volley.algorithm import Algorithm
 
 
 @dataclass
@@ -102,7 +104,7 @@ class EvaluationWorkers:
     :meth:`foreach_worker` calls a function on it whatever ``local_worker`` says;
     :meth:`evaluate` plays volley's own evaluation episodes and returns their metrics."""
 
-    def __init__(self, algorithm: Algorithm) -> None:
+    def __init__(self, algorithm: Evaluation) -> None:
         self.algorithm = algorithm
         self.episodes: list[RolloutMetrics] = []  # played by sample(), for collect_episodes
         self._worker: EvaluationWorker | None = None
@@ -140,7 +142,7 @@ def collect_episodes(local_worker: Any = None, remote_workers: Any = None, to_be
     return episodes
 
 
-def custom_evaluation(algorithm: Algorithm) -> dict[str, Any]:
+def custom_evaluation(algorithm: Evaluation) -> dict[str, Any]:
     """The metrics ``config.custom_evaluation_function(algorithm, eval_workers)`` returns, with the
     seconds it took as ``time_s`` where it gave none; a ConfigError unless they are a dict."""
     fn = find_function("custom_evaluation_function", algorithm.config.custom_evaluation_function or "")
@@ -152,7 +154,7 @@ def custom_evaluation(algorithm: Algorithm) -> dict[str, Any]:
     return {"time_s": time.perf_counter() - start, **metrics}
 
 
-def recorded_evaluation(algorithm: Algorithm, num_episodes: int | None) -> dict[str, Any]:
+def recorded_evaluation(algorithm: Evaluation, num_episodes: int | None) -> dict[str, Any]:
     """volley's evaluation played on the driver's environment and recorded (``render_env``): the
     video goes to ``videos/evaluation_<iteration>.mp4`` (``.gif`` without ffmpeg) in the run directory.
     An environment that cannot render is said in one line on stderr, and evaluation goes on."""
@@ -177,7 +179,7 @@ def _video_suffix() -> str:
     return ".mp4"
 
 
-def set_env_tasks(algorithm: Algorithm, result: dict[str, Any]) -> None:
+def set_env_tasks(algorithm: Evaluation, result: dict[str, Any]) -> None:
     """RLlib's ``env_task_fn`` after an iteration: on every training worker, each environment's task
     becomes ``env_task_fn(result, env, env_context)`` where it differs from ``env.get_task()``."""
     name = algorithm.config.env_task_fn
@@ -194,3 +196,69 @@ def _new_task(task_fn: Callable[..., Any], result: dict[str, Any], env: Any, env
     task = task_fn(result, env, env_context)
     if env.get_task() != task:
         env.set_task(task)
+
+
+class Evaluation(Sampling):
+    """``algo.evaluate()`` and ``algo.env``: episodes with the current weights and filters."""
+
+    @property
+    def env(self) -> gym.Env:
+        """The driver's environment, to step with ``compute_single_action`` (as in RLlib).
+
+        Its observations are the workers' (same wrappers), so they fit the policy.
+        """
+        if not self.config.create_env_on_driver:
+            raise ConfigError("algo.env needs create_env_on_driver=True, e.g. "
+                              "config.rollouts(create_env_on_driver=True)")
+        return SingleEnv(self.driver_worker().env)
+
+    def evaluate(self, num_episodes: int | None = None,
+                 before_step: Callable[[], None] | None = None) -> dict[str, Any]:
+        """Play whole episodes with the evaluation settings (``evaluation_config``; the most likely
+        action unless it sets ``explore``) and the current weights and filters, which it does
+        not update. Rewards are the environment's own (never clipped or normalised).
+
+        ``num_episodes`` episodes, else ``evaluation_duration`` episodes or timesteps
+        (``evaluation_duration_unit``). They are shared by the ``evaluation_num_workers``
+        evaluation workers (each plays its share, rounded up), or played one after another on
+        the driver's environment, which is also where a ``before_step`` callback (videos grab
+        their frames there) makes them go. These steps never count as training timesteps.
+
+        Returns ``episode_reward_mean`` / ``_std`` / ``_min`` / ``_max``, ``episode_len_mean``,
+        ``episodes_this_iter``, ``timesteps_this_iter`` and ``time_s``, and RLlib's views of them:
+        the new stack's ``env_runners`` (``episode_return_mean``, ...) and the old stack's
+        ``evaluation`` (RLlib's ``algo.evaluate()["evaluation"]["episode_reward_mean"]``).
+
+        RLlib's ``custom_evaluation_function`` replaces these episodes with what it returns, and
+        ``render_env`` plays them on the driver's environment and records a video in the run
+        directory (the functions of this module).
+        """
+        self.hooks("on_evaluate_start", algorithm=self)
+        if self.config.custom_evaluation_function is not None and num_episodes is None and before_step is None:
+            flat = custom_evaluation(self)
+            evaluation = {**flat, "evaluation": dict(flat)}
+        elif self.config.evaluation_settings().render_env and before_step is None:
+            evaluation = recorded_evaluation(self, num_episodes)
+        else:
+            evaluation = self.play_evaluation(num_episodes, before_step)
+        self.hooks("on_evaluate_end", algorithm=self, evaluation_metrics=evaluation)
+        return evaluation
+
+    def play_evaluation(self, num_episodes: int | None = None,
+                        before_step: Callable[[], None] | None = None) -> dict[str, Any]:
+        """volley's evaluation episodes, as :meth:`evaluate` describes them, without its hooks."""
+        start = time.perf_counter()
+        cfg = self.config
+        by_steps = num_episodes is None and cfg.evaluation_duration_unit == "timesteps"
+        amount = num_episodes or cfg.evaluation_duration
+        weights = self.policy.get_flat_weights()
+        if self.eval_workers is None or before_step is not None:
+            results = [self.driver_worker().evaluate(weights, self.filter_stats, None if by_steps else amount,
+                                                     amount if by_steps else None, before_step)]
+        else:
+            share = -(-amount // self.eval_workers.num_workers)
+            results = self.eval_workers.call("evaluate", weights, self.filter_stats,
+                                             None if by_steps else share, share if by_steps else None)
+        flat = {**summarize_episodes(episodes_of(results), keep_custom_metrics=cfg.keep_per_episode_custom_metrics),
+                "time_s": time.perf_counter() - start}
+        return {**flat, **evaluation_views(flat)}

@@ -1,0 +1,59 @@
+"""The result of an iteration: this iteration's counts folded into the run's totals, and the
+flat dict ``train()`` returns (which progress.jsonl and TensorBoard record) with RLlib's nested
+views of the same numbers (``volley.rllib_results.training_views``)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from volley.learner.base import LearnerBase
+from volley.rllib_results import training_views
+
+
+class Results(LearnerBase):
+    """The result dict of an iteration."""
+
+    def close_iteration(self, took: float, stats: dict[str, float],
+                        evaluation: dict[str, Any] | None) -> dict[str, Any]:
+        """Add this iteration (``took`` seconds, evaluation included) to the totals and return its
+        result: the counters, the episodes' statistics, the algorithm's ``stats`` and the
+        ``evaluation``'s, if one ran."""
+        eval_time = evaluation["time_s"] if evaluation is not None else 0.0
+        self.timesteps_total += self._steps_this_iter
+        self.episodes_total += len(self._returns_this_iter)
+        self.time_total_s += took
+        returns = np.asarray(self._recent_returns) if self._recent_returns else np.array([math.nan])
+        result = {
+            "training_iteration": self.iteration,
+            "seed": self.config.seed,
+            "timesteps_total": self.timesteps_total,
+            "timesteps_this_iter": self._steps_this_iter,
+            "episodes_total": self.episodes_total,
+            "episodes_this_iter": len(self._returns_this_iter),
+            "episode_reward_mean": float(returns.mean()),
+            "episode_reward_min": float(returns.min()),
+            "episode_reward_max": float(returns.max()),
+            "episode_len_mean": float(np.mean(self._recent_lengths)) if self._recent_lengths else math.nan,
+            "episode_returns_this_iter": self._returns_this_iter,
+            "episode_lengths_this_iter": self._lengths_this_iter,
+            "time_this_iter_s": took,
+            "time_total_s": self.time_total_s,
+            "sample_time_s": self._sample_time,
+            "learn_time_s": took - self._sample_time - eval_time,
+            "env_steps_per_s": self._steps_this_iter / (took - eval_time) if took > eval_time else math.nan,
+            "num_workers": self.workers.plan.num_workers,
+            "num_worker_restarts": self.workers.num_restarts,
+            "num_env_errors": self.num_env_errors,
+            "num_skipped_updates": self.num_skipped_updates,
+            **self._episode_metrics.result(self._recent_returns, self._recent_lengths),
+            **stats,
+        }
+        if self._learner_metrics.dicts:
+            result["learner_custom_metrics"] = self._learner_metrics.pop()
+        if evaluation is not None:
+            result["evaluation"] = {k: v for k, v in evaluation.items() if k != "evaluation"}
+        result.update(training_views(result, stats))
+        return result
