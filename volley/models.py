@@ -219,25 +219,28 @@ class Policy(nn.Module):
         raise NotImplementedError
 
     def _torch_twin(self) -> Twin:
-        """Acting with a forward pass in torch (a CNN, a custom model), then the draw in numpy: the
-        forward pass is the only torch work of a step (what :meth:`act` costs beyond it: a
-        conversion of each output to numpy)."""
+        """Acting with a forward pass in torch (a CNN, a custom model that does not trace), then the
+        draw in numpy: the forward pass is the only torch work of a step. Around it, only what
+        cannot be made once: ``inference_mode`` (no autograd bookkeeping, cheaper than ``no_grad``),
+        the arrays shared with torch (no copy on the CPU), a recurrent network's sequence lengths
+        made once per batch size."""
         head = self.numpy_head()
         device = next(self.parameters()).device
+        ones: dict[int, torch.Tensor] = {}  # RLlib's acting: sequences of one step each when recurrent
 
         def act(obs: np.ndarray, state: State, streams: RandomStreams, explore: bool,
                 prev: Previous = None) -> Acting:
-            with torch.no_grad():
-                state_in = [torch.as_tensor(s, device=device) for s in state]
-                # RLlib's acting: sequences of one step each when the network is recurrent
-                seq_lens = torch.ones(len(obs), dtype=torch.int32, device=device) if state else None
-                prev_in = None if prev is None else (torch.as_tensor(prev[0], device=device),
-                                                     torch.as_tensor(prev[1], device=device))
-                dist_inputs, values, state_out = self.outputs(torch.as_tensor(obs, device=device), state_in,
-                                                              seq_lens, prev_in)
-            inputs = dist_inputs.cpu().numpy()
-            return (head.draw(inputs, streams, explore), inputs, values.cpu().numpy(),
-                    [s.cpu().numpy() for s in state_out])
+            with torch.inference_mode():
+                seq_lens = ones.get(len(obs)) if state else None
+                if state and seq_lens is None:
+                    seq_lens = ones[len(obs)] = torch.ones(len(obs), dtype=torch.int32, device=device)
+                dist_inputs, values, state_out = self.outputs(
+                    torch.as_tensor(obs, device=device), [torch.as_tensor(s, device=device) for s in state],
+                    seq_lens, None if prev is None else (torch.as_tensor(prev[0], device=device),
+                                                         torch.as_tensor(prev[1], device=device)))
+                inputs = dist_inputs.cpu().numpy()
+                return (head.draw(inputs, streams, explore), inputs, values.cpu().numpy(),
+                        [s.cpu().numpy() for s in state_out])
         return Twin(act, head.log_prob)
 
     def outputs(self, obs: torch.Tensor, state: Sequence[torch.Tensor] = (),

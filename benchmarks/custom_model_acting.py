@@ -1,0 +1,63 @@
+"""A custom model against volley's built-in MLP, side by side and in turns: one PPO rollout worker's
+sampling rate with each (as ``volley bench sampler --custom-model`` measures them, but
+interleaved for ``--rounds`` rounds, so that a busy machine's swings reach both alike), and
+where an acting step's time goes: the built-in MLP's step in numpy, the custom model's step
+as the worker takes it (traced into numpy where it traces, :mod:`volley.traced`) and the same
+model's step through its torch forward pass.
+
+The custom model is RLlib's ``FullyConnectedNetwork`` with the built-in MLP's keys (64x64 tanh,
+a value tower of its own): the same layers. Run on an older commit, the worker's step is the
+torch one (the "before" of RESULTS).
+
+    python benchmarks/custom_model_acting.py                     # CartPole x16, Pong-RAM, HalfCheetah
+    python benchmarks/custom_model_acting.py --env CartPole-v1 --rounds 3 --seconds 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+
+from volley.bench import rate, rates_table, sampling_worker
+
+CASES = {"CartPole-v1": 16, "ALE/Pong-ram-v5": 1, "HalfCheetah-v5": 1}
+
+
+def compare(env: str, rounds: int, seconds: float) -> None:
+    """Print ``env``'s two tables: sampling rates, and acting steps' µs."""
+    built_in, custom = (sampling_worker(env, CASES[env], {}, variant) for variant in ("", "custom model"))
+    for worker, weights, _ in (built_in, custom):
+        worker.sample(weights, None)  # the weights loaded, observations to act on
+    obs = [w.obs_filter(w.observations, update=False) for w, _, _ in (built_in, custom)]
+    torch_act = custom[0].policy._torch_twin().act
+    steps_of = {"built-in MLP, worker's step": lambda: built_in[0].act(obs[0], True),
+                "custom model, worker's step": lambda: custom[0].act(obs[1], True),
+                "custom model, torch forward step": lambda: torch_act(obs[1], [], custom[0].streams, True, None)}
+    rates: dict[str, list[float]] = {"built-in MLP (numpy)": [], "custom model": []}
+    micros: dict[str, list[float]] = {name: [] for name in steps_of}
+    for _ in range(rounds):
+        for name, (worker, weights, steps) in zip(rates, (built_in, custom), strict=True):
+            rates[name].append(rate(lambda w=worker, x=weights: w.sample(x, None), steps, seconds))
+        for name, step in steps_of.items():
+            micros[name].append(1e6 / rate(step, 1, seconds / 2))
+    print(f"\n{env}, {CASES[env]} environment(s), {rounds} rounds of {seconds:g} s\n")
+    print(rates_table(rates, "policy"))
+    print("\n| acting step | µs (each round) | median |\n| --- | --- | --- |")
+    for name, values in micros.items():
+        print(f"| {name} | {', '.join(f'{v:.1f}' for v in values)} | {statistics.median(values):.1f} |")
+    for worker, _, _ in (built_in, custom):
+        worker.env.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--env", action="append", choices=list(CASES))
+    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    for env in args.env or list(CASES):
+        compare(env, args.rounds, args.seconds)
+
+
+if __name__ == "__main__":
+    main()
