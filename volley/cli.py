@@ -199,6 +199,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="only this environment (repeatable; default: CartPole x16, Pong RAM, "
                          "Pong pixels, HalfCheetah, Humanoid)")
     sampler.add_argument("--seconds", type=float, default=5.0, help="time per measurement (default: 5)")
+    sampler.add_argument("--rounds", type=_count(1), default=1,
+                         help="measure an environment's rows' sampling in turns, this many times each, and "
+                         "keep each row's median (default: 1)")
     sampler.add_argument("--custom-model", action="store_true",
                          help="each vector environment also with RLlib's FullyConnectedNetwork as a custom "
                          "model (the built-in MLP's layers, acting in torch), in the row below its own")
@@ -498,7 +501,7 @@ def _plot(args: argparse.Namespace) -> int:
 
 def _bench(args: argparse.Namespace) -> int:
     from volley.algorithms import get_config_class
-    from volley.bench import SAMPLER_CASES, measure_sampler, sampler_table, speedup, table
+    from volley.bench import SAMPLER_CASES, measure_samplers, sampler_table, speedup, table
     from volley.envs import check_env_id
 
     if args.bench == "sampler":
@@ -512,9 +515,8 @@ def _bench(args: argparse.Namespace) -> int:
         variants = [name for name, asked in (("custom model", args.custom_model), ("LSTM 64", args.lstm)) if asked]
         rows = []
         for env, n, keys in cases:
-            rows.append(measure_sampler(env, n, keys, args.seconds))
             pixels = env.startswith("ALE/") and "-ram" not in env  # the CNN: no MLP to copy
-            rows += [measure_sampler(env, n, keys, args.seconds, variant) for variant in variants if not pixels]
+            rows += measure_samplers(env, n, keys, args.seconds, [] if pixels else variants, args.rounds)
         print(sampler_table(rows))
         return 0
 

@@ -16,8 +16,9 @@ config. Their weights travel between processes as one flat float32 vector.
 Workers act on a few rows at a time, where torch's per-operation overhead (several
 microseconds an op) is most of the cost of a small MLP. So an MLP network acts in numpy
 (:mod:`volley.acting`, which a rollout worker uses without importing torch at all), several
-times cheaper per step; the CNN and custom models act in torch, and all learning is
-torch's. Sampling is one function for both paths.
+times cheaper per step, as does a custom model whose forward pass traces into numpy
+(:mod:`volley.traced`); the CNN and the other custom models act in torch, and all learning
+is torch's. Sampling is one function for both paths.
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ composite space, see :mod:`volley.spaces`; or a custom action distribution's inp
 :class:`ModelV2Features` as the body of DQN's Q-network (the outputs are
 features, under volley's Q head, as RLlib's DQN puts its own head on a custom model).
 :class:`FullyConnectedNetwork` is RLlib's built-in MLP, which custom models often wrap.
-:mod:`volley.catalog` builds them; they act in torch, one forward pass per step for a
-worker's environments.
+:mod:`volley.catalog` builds them; they act in numpy where their forward pass traces
+(:mod:`volley.traced`), else in torch, one forward pass per step for a worker's environments.
 """
 
 from __future__ import annotations

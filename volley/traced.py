@@ -191,12 +191,13 @@ NUMPY_OPS: dict[Any, Callable[..., Any]] = {
 }
 
 
+RESHAPES = {aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.squeeze.dim,
+            aten.squeeze.dims, aten.unsqueeze.default}
 # the commonest operations written out in the generated source (their arguments in order)
 INLINE = {aten.addmm.default: "{1} @ {2} + {0}", _stacked_linear: "{1} @ {2} + {0}", aten.mm.default: "{0} @ {1}",
           aten.t.default: "{0}.T",
           aten.add.Tensor: "{0} + {1}", aten.sub.Tensor: "{0} - {1}", aten.mul.Tensor: "{0} * {1}",
-          aten.div.Tensor: "{0} / {1}", aten.view.default: "{0}.reshape({1})",
-          aten._unsafe_view.default: "{0}.reshape({1})", operator.getitem: "{0}[{1}]"}
+          aten.div.Tensor: "{0} / {1}", operator.getitem: "{0}[{1}]"}
 
 
 def _no_op(node: fx.Node) -> bool:
@@ -339,11 +340,14 @@ class NumpyProgram:
                 return names[arg]
             if isinstance(arg, list):
                 return f"[{', '.join(text(a) for a in arg)}]"
-            if isinstance(arg, tuple):
+            if isinstance(arg, tuple) and any(isinstance(a, fx.Node) for a in arg):
                 return f"({''.join(text(a) + ', ' for a in arg)})"
             key = f"a_{len(self.namespace)}"  # a literal (a dtype, a shape): a name in the namespace
             self.namespace[key] = arg
             return key
+        shape = node.meta["val"].shape if isinstance(node.meta.get("val"), torch.Tensor) else None
+        if node.target in RESHAPES and shape is not None:  # the program's shapes are fixed: one reshape
+            return f"{text(node.args[0])}.reshape({tuple(shape)})"
         args = [text(arg) for arg in node.args]
         template = INLINE.get(node.target)
         if template is not None and not node.kwargs and len(args) == template.count("{"):

@@ -4,6 +4,9 @@ model it cannot take acts and trains in torch, and the process says once which p
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -175,3 +178,12 @@ def test_a_branch_on_the_data_is_not_traced():
         return [obs * 2 if obs.sum() > 0 else obs]
     with pytest.raises(traced_module.NotTraceable, match="tracer stopped"):
         traced_module.trace(forward, nn.Linear(1, 1), [torch.zeros(2, 1)])
+
+
+def test_bench_sampler_measures_the_custom_model_beside_the_built_in_mlp():
+    out = subprocess.run([sys.executable, "-m", "volley", "bench", "sampler", "--seconds", "0.2", "--rounds", "2",
+                          "--env", "CartPole-v1", "--custom-model"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    rows = [line.split("|")[1].strip() for line in out.stdout.splitlines() if line.startswith("| CartPole")]
+    assert rows == ["CartPole-v1", "CartPole-v1 (custom model)"]
+    assert "volley: custom model FullyConnectedNetwork acts in numpy" in out.stderr
