@@ -17,6 +17,9 @@ from __future__ import annotations
 
 import argparse
 import statistics
+from typing import Any
+
+import numpy as np
 
 from volley.bench import rate, rates_table, sampling_worker
 
@@ -45,8 +48,51 @@ def compare(env: str, rounds: int, seconds: float) -> None:
     print("\n| acting step | µs (each round) | median |\n| --- | --- | --- |")
     for name, values in micros.items():
         print(f"| {name} | {', '.join(f'{v:.1f}' for v in values)} | {statistics.median(values):.1f} |")
+    if hasattr(custom[0].policy, "traced"):  # this commit's code: the torch step's parts too
+        print_parts(custom[0], obs[1], rounds, seconds / 2)
     for worker, _, _ in (built_in, custom):
         worker.env.close()
+
+
+def print_parts(worker: Any, obs: np.ndarray, rounds: int, seconds: float) -> None:
+    """Where a custom model's acting step goes, in µs: torch's arithmetic alone (its layers on a
+    tensor), the ModelV2 call around it (``input_dict``, the restored observation, the shape
+    checks), the step as it was (``no_grad``, numpy in and out, the draw) and as it is
+    (``inference_mode``), and the traced program alone and with its draw."""
+    import torch
+
+    policy, head = worker.policy, worker.policy.numpy_head()
+    model, tensor = policy.model, torch.as_tensor(obs)
+    program = next(p for p in policy.traced.programs.values() if p is not None)
+    run = program.load([w.detach().numpy() for w in policy.parameters()])
+
+    def layers() -> None:
+        with torch.inference_mode():
+            model._logits(model._hidden_layers(tensor))
+            model._value_branch(model._value_branch_separate(tensor))
+
+    def outputs() -> None:
+        with torch.inference_mode():
+            policy.outputs(tensor)
+
+    def step_no_grad() -> None:  # the torch step before this commit
+        with torch.no_grad():
+            dist_inputs, values, _ = policy.outputs(torch.as_tensor(obs))
+        head.draw(dist_inputs.numpy(), worker.streams, True), values.numpy()
+
+    torch_act = policy._torch_twin().act
+    parts = {"torch: the layers alone": layers, "torch: policy.outputs (the ModelV2 call)": outputs,
+             "torch step under no_grad (before)": step_no_grad,
+             "torch step under inference_mode (after)": lambda: torch_act(obs, [], worker.streams, True, None),
+             "traced numpy program alone": lambda: run(obs),
+             "traced step (program, draw, weight check)": lambda: worker.act(obs, True)}
+    micros: dict[str, list[float]] = {name: [] for name in parts}
+    for _ in range(rounds):
+        for name, part in parts.items():
+            micros[name].append(1e6 / rate(part, 1, seconds))
+    print("\n| custom model's step, part | µs (each round) | median |\n| --- | --- | --- |")
+    for name, values in micros.items():
+        print(f"| {name} | {', '.join(f'{v:.1f}' for v in values)} | {statistics.median(values):.1f} |")
 
 
 def main() -> None:
