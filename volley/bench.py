@@ -196,13 +196,15 @@ def measure_samplers(env: str, num_envs: int, overrides: dict[str, Any], seconds
                      variants: Sequence[str] = (), rounds: int = 1) -> list[SamplerRow]:
     """A :class:`SamplerRow` for volley's MLP, then one for each of ``variants`` (see
     :func:`sampling_worker`); each part runs for about ``seconds`` with torch on one thread. The
-    rows' sampling rates are measured in turns, ``rounds`` times each, and each row keeps its
-    median: the rows of one environment see a busy machine's swings alike."""
+    rows' sampling rates are measured in turns, ``rounds`` times each (in reverse order every
+    other round), and each row keeps its median: the rows of one environment see a busy
+    machine's swings alike."""
     names = ["", *variants]
     workers = [sampling_worker(env, num_envs, overrides, variant) for variant in names]
     volley: list[list[float]] = [[] for _ in names]
-    for _ in range(rounds):
-        for rates, (worker, weights, steps) in zip(volley, workers, strict=True):
+    for turn in range(rounds):
+        pairs = list(zip(volley, workers, strict=True))
+        for rates, (worker, weights, steps) in pairs if turn % 2 == 0 else pairs[::-1]:  # each goes first in turn
             rates.append(rate(lambda w=worker, x=weights: w.sample(x, None), steps, seconds))
     rows = []
     for variant, rates, (worker, _, _) in zip(names, volley, workers, strict=True):

@@ -11,7 +11,7 @@ equivalent (:data:`NUMPY_OPS`): Linear layers, activations, concatenation, resha
 one-layer LSTMs. Whatever depends on the weights alone (a transposed weight) is computed
 once per set of weights (:meth:`NumpyProgram.load`, at every weight sync); the rest runs per
 step as straight-line generated Python. A model with an operation the table lacks, or whose
-numpy outputs differ from torch's on its first batch, acts in torch (:func:`traced_twin`
+numpy outputs differ from torch's on its first batch, acts in torch (:class:`TracedActing`
 falls back by itself), and the process says once which path each model acts on.
 """
 
@@ -140,10 +140,6 @@ def _index(x: np.ndarray, indices: Sequence[np.ndarray | None]) -> np.ndarray:
 
 def _same(x: np.ndarray, *_: Any, **__: Any) -> np.ndarray:
     return x
-
-
-def _unary(fn: Callable[[np.ndarray], np.ndarray]) -> Callable[..., np.ndarray]:
-    return lambda x: fn(x)
 
 
 NUMPY_OPS: dict[Any, Callable[..., Any]] = {
@@ -452,7 +448,8 @@ class TracedActing:
                 except Exception as exc:  # an operation whose arguments its numpy equivalent does not take
                     raise NotTraceable(f"its numpy program failed: {type(exc).__name__}: {exc}") from exc
                 for want, have in zip(expected, got, strict=True):
-                    if np.shape(want) != np.shape(have) or not np.allclose(want, have, rtol=1e-4, atol=1e-5):
+                    if np.shape(want) != np.shape(have) or want.dtype != np.asarray(have).dtype \
+                            or not np.allclose(want, have, rtol=1e-4, atol=1e-5):
                         raise NotTraceable("its numpy program's outputs differ from torch's on the first batch")
                 self.programs[key] = program
                 say_once(f"custom model {self.name} acts in numpy (traced once: {program.size} numpy "
