@@ -11,18 +11,21 @@ torch one (the "before" of RESULTS).
 
     python benchmarks/custom_model_acting.py                     # CartPole x16, Pong-RAM, HalfCheetah
     python benchmarks/custom_model_acting.py --env CartPole-v1 --rounds 3 --seconds 2
+    python benchmarks/custom_model_acting.py --env CartPole-v1 --example   # and the Dict-observation example's model
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from volley.bench import rate, rates_table, sampling_worker
 
+EXAMPLE = Path(__file__).parents[1] / "examples" / "custom_model_dict_obs.py"
 CASES = {"CartPole-v1": 16, "ALE/Pong-ram-v5": 1, "HalfCheetah-v5": 1}
 
 
@@ -95,14 +98,49 @@ def print_parts(worker: Any, obs: np.ndarray, rounds: int, seconds: float) -> No
         print(f"| {name} | {', '.join(f'{v:.1f}' for v in values)} | {statistics.median(values):.1f} |")
 
 
+def print_example(rounds: int, seconds: float) -> None:
+    """examples/custom_model_dict_obs.py's model (a Dict observation, an encoder per part): its
+    acting step traced against its torch forward step, on 1 and 16 rows."""
+    import importlib.util
+
+    from volley import PPOConfig
+    from volley.catalog import build_policy
+    from volley.rollout.worker import EnvStreams
+
+    spec = importlib.util.spec_from_file_location("custom_model_dict_obs", EXAMPLE)
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    env = example.DictCartPole()
+    pre, policy = build_policy(env.observation_space, env.action_space,
+                               PPOConfig().training(model={"custom_model": example.DictObsModel}).model)
+    policy.eval()
+    torch_act = policy._torch_twin().act
+    micros: dict[str, list[float]] = {}
+    for rows in (1, 16):
+        streams = EnvStreams(0, range(rows))
+        obs = pre({"cart": np.zeros((rows, 2), np.float32), "pole": np.ones((rows, 2), np.float32),
+                   "last_action": np.zeros(rows, np.int64)}, rows)
+        for name, step in {f"{rows} row(s), traced step": lambda o=obs, s=streams: policy.act(o, [], s, True),
+                           f"{rows} row(s), torch forward step": lambda o=obs, s=streams: torch_act(
+                               o, [], s, True, None)}.items():
+            micros[name] = [1e6 / rate(step, 1, seconds) for _ in range(rounds)]
+    print("\n| DictObsModel (examples/custom_model_dict_obs.py) | µs (each round) | median |\n| --- | --- | --- |")
+    for name, values in micros.items():
+        print(f"| {name} | {', '.join(f'{v:.1f}' for v in values)} | {statistics.median(values):.1f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--env", action="append", choices=list(CASES))
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--example", action="store_true", help="also the Dict-observation example's model")
     args = parser.parse_args()
     for env in args.env or list(CASES):
         compare(env, args.rounds, args.seconds)
+    if args.example:
+        print_example(args.rounds, args.seconds / 2)
 
 
 if __name__ == "__main__":
