@@ -173,6 +173,19 @@ def test_a_traced_model_trains_and_says_it_acts_in_numpy(monkeypatch, capfd):
     assert len(lines) == 1 and lines[0].startswith("volley: custom model TorchCustomModel acts in numpy"), lines
 
 
+def test_a_program_that_differs_from_torch_on_the_first_batch_is_not_used(monkeypatch, capfd):
+    """The check against torch on the first batch: a wrong numpy equivalent (tanh as the identity)
+    sends the model to torch, which then acts."""
+    monkeypatch.setattr(traced_module, "_SAID", set())
+    monkeypatch.setitem(traced_module.NUMPY_OPS, torch.ops.aten.tanh.default, lambda x: x)
+    policy, obs, state = policy_and_batch("RLlib's FullyConnectedNetwork, own value tower")
+    numpy_path, in_torch = act_both(policy, obs, state, True)
+    assert list(policy.traced.programs.values()) == [None]
+    np.testing.assert_array_equal(numpy_path[1], in_torch[1])
+    assert "custom model FullyConnectedNetwork acts in torch (its numpy program's outputs differ from torch's " \
+           "on the first batch)" in capfd.readouterr().err
+
+
 def test_a_branch_on_the_data_is_not_traced():
     def forward(obs: torch.Tensor) -> list[torch.Tensor]:
         return [obs * 2 if obs.sum() > 0 else obs]
