@@ -161,7 +161,7 @@ def rate(step: Any, steps_per_call: int, seconds: float) -> float:
 
 # the policies the sampler benchmark compares, beside volley's MLP (64x64 tanh, separate policy and
 # value bodies, acting in numpy): RLlib's FullyConnectedNetwork given as a custom model (the same
-# layers, acting in torch), and an LSTM of 64 cells on each body (acting in numpy, storing a state
+# layers, traced into numpy: volley.traced), and an LSTM of 64 cells on each body (acting in numpy, storing a state
 # at each sequence start)
 VARIANTS = {"custom model": {"custom_model": "volley.modelv2:FullyConnectedNetwork"},
             "LSTM 64": {"use_lstm": True, "lstm_cell_size": 64}}

@@ -204,7 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "keep each row's median (default: 1)")
     sampler.add_argument("--custom-model", action="store_true",
                          help="each vector environment also with RLlib's FullyConnectedNetwork as a custom "
-                         "model (the built-in MLP's layers, acting in torch), in the row below its own")
+                         "model (the built-in MLP's layers, traced into numpy), in the row below its own")
     sampler.add_argument("--lstm", action="store_true",
                          help="each vector environment also with an LSTM of 64 cells on its 64x64 MLP "
                          "(use_lstm), in the row below its own; by default CartPole with 1 and 16 envs")
