@@ -109,14 +109,14 @@ def _lstm_layer(x: np.ndarray, w_ih: np.ndarray, w_hh: np.ndarray, b_ih: np.ndar
     """torch's one-layer LSTM kernel (``x`` ``[T, B, in]``, ``h``, ``c`` ``[1, B, H]``), gates i, f, g, o."""
     if reverse or bidirectional or batch_first or batch_sizes or mode != 2 or not has_biases:
         raise NotTraceable("an LSTM that is reversed, bidirectional, packed or batch-first in its kernel")
-    h, c = h[0], c[0]
+    h, c, size = h[0], c[0], hidden_size
     inputs = x @ w_ih.T + (b_ih + b_hh)  # [T, B, 4H]: every step's input product at once
     outputs = []
     for step in inputs:
         gates = step + h @ w_hh.T
-        i, f, g, o = np.split(gates, 4, axis=-1)
-        c = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
-        h = _sigmoid(o) * np.tanh(c)
+        sig = _sigmoid(gates)  # of all four gates at once; g's own is unused
+        c = sig[:, size:2 * size] * c + sig[:, :size] * np.tanh(gates[:, 2 * size:3 * size])
+        h = sig[:, 3 * size:] * np.tanh(c)
         outputs.append(h)
     return np.stack(outputs), h[None], c[None], None
 
