@@ -97,16 +97,19 @@ def speedup(algo: str, env: str, iterations: int, worker_counts: list[int],
             overrides: dict[str, Any], num_cpus: int | None = None, warmup: int = 0,
             mpi_ranks: list[int] | None = None) -> list[SpeedupRow]:
     """Measure every worker count (one Ray cluster serves them all), then every MPI rank count."""
-    from volley.engines import ray_boot
-    from volley.engines.ray_engine import shutdown_ray
+    uses_ray = any(worker_counts)  # local and MPI rows run without Ray (a machine may lack it)
+    if uses_ray:
+        from volley.engines import ray_boot
+        from volley.engines.ray_engine import shutdown_ray
 
-    # started and stopped as the Ray engine does it (without Ray's one-second naps)
-    ray_boot.init(ray_boot.cluster_kwargs(None, num_cpus, "WARNING"))
+        # started and stopped as the Ray engine does it (without Ray's one-second naps)
+        ray_boot.init(ray_boot.cluster_kwargs(None, num_cpus, "WARNING"))
     try:
         rows = [measure(algo, env, iterations, "local" if n == 0 else "ray", n, overrides, warmup)
                 for n in worker_counts]
     finally:
-        shutdown_ray()
+        if uses_ray:
+            shutdown_ray()
     rows += [measure_mpi(algo, env, iterations, n, overrides, warmup) for n in mpi_ranks or []]
     serial = next((row.wall_s for row in rows if row.workers == 0), rows[0].wall_s)
     for row in rows:
