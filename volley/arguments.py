@@ -204,9 +204,12 @@ def build_parser() -> argparse.ArgumentParser:
                          help="only this environment (repeatable; default: CartPole x16, Pong RAM, "
                          "Pong pixels, HalfCheetah, Humanoid)")
     sampler.add_argument("--seconds", type=float, default=5.0, help="time per measurement (default: 5)")
+    sampler.add_argument("--rounds", type=_count(1), default=1,
+                         help="measure an environment's rows' sampling in turns, this many times each, and "
+                         "keep each row's median (default: 1)")
     sampler.add_argument("--custom-model", action="store_true",
                          help="each vector environment also with RLlib's FullyConnectedNetwork as a custom "
-                         "model (the built-in MLP's layers, acting in torch), in the row below its own")
+                         "model (the built-in MLP's layers, traced into numpy), in the row below its own")
     sampler.add_argument("--lstm", action="store_true",
                          help="each vector environment also with an LSTM of 64 cells on its 64x64 MLP "
                          "(use_lstm), in the row below its own; by default CartPole with 1 and 16 envs")

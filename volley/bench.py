@@ -30,6 +30,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -96,16 +97,19 @@ def speedup(algo: str, env: str, iterations: int, worker_counts: list[int],
             overrides: dict[str, Any], num_cpus: int | None = None, warmup: int = 0,
             mpi_ranks: list[int] | None = None) -> list[SpeedupRow]:
     """Measure every worker count (one Ray cluster serves them all), then every MPI rank count."""
-    from volley.engines import ray_boot
-    from volley.engines.ray_engine import shutdown_ray
+    uses_ray = any(worker_counts)  # local and MPI rows run without Ray (a machine may lack it)
+    if uses_ray:
+        from volley.engines import ray_boot
+        from volley.engines.ray_engine import shutdown_ray
 
-    # started and stopped as the Ray engine does it (without Ray's one-second naps)
-    ray_boot.init(ray_boot.cluster_kwargs(None, num_cpus, "WARNING"))
+        # started and stopped as the Ray engine does it (without Ray's one-second naps)
+        ray_boot.init(ray_boot.cluster_kwargs(None, num_cpus, "WARNING"))
     try:
         rows = [measure(algo, env, iterations, "local" if n == 0 else "ray", n, overrides, warmup)
                 for n in worker_counts]
     finally:
-        shutdown_ray()
+        if uses_ray:
+            shutdown_ray()
     rows += [measure_mpi(algo, env, iterations, n, overrides, warmup) for n in mpi_ranks or []]
     serial = next((row.wall_s for row in rows if row.workers == 0), rows[0].wall_s)
     for row in rows:
@@ -160,7 +164,7 @@ def rate(step: Any, steps_per_call: int, seconds: float) -> float:
 
 # the policies the sampler benchmark compares, beside volley's MLP (64x64 tanh, separate policy and
 # value bodies, acting in numpy): RLlib's FullyConnectedNetwork given as a custom model (the same
-# layers, acting in torch), and an LSTM of 64 cells on each body (acting in numpy, storing a state
+# layers, traced into numpy: volley.traced), and an LSTM of 64 cells on each body (acting in numpy, storing a state
 # at each sequence start)
 VARIANTS = {"custom model": {"custom_model": "volley.modelv2:FullyConnectedNetwork"},
             "LSTM 64": {"use_lstm": True, "lstm_cell_size": 64}}
@@ -191,18 +195,29 @@ def sampling_worker(env: str, num_envs: int, overrides: dict[str, Any],
     return worker, weights, plan.fragment_length * num_envs
 
 
-def measure_sampler(env: str, num_envs: int, overrides: dict[str, Any], seconds: float = 5.0,
-                    variant: str = "") -> SamplerRow:
-    """One :class:`SamplerRow`; each part runs for about ``seconds`` with torch on one thread (the
-    policy: ``variant``, see :func:`sampling_worker`)."""
-    worker, weights, steps = sampling_worker(env, num_envs, overrides, variant)
-    volley = rate(lambda: worker.sample(weights, None), steps, seconds)
-    assert worker.observations is not None
-    obs = worker.obs_filter(worker.observations, update=False)
-    forward = rate(lambda: worker.act(obs, True), num_envs, seconds)
-    worker.env.close()
-    name = f"{env} ({variant})" if variant else env
-    return SamplerRow(name, num_envs, raw_env_rate(env, num_envs, seconds), forward, volley)
+def measure_samplers(env: str, num_envs: int, overrides: dict[str, Any], seconds: float = 5.0,
+                     variants: Sequence[str] = (), rounds: int = 1) -> list[SamplerRow]:
+    """A :class:`SamplerRow` for volley's MLP, then one for each of ``variants`` (see
+    :func:`sampling_worker`); each part runs for about ``seconds`` with torch on one thread. The
+    rows' sampling rates are measured in turns, ``rounds`` times each (in reverse order every
+    other round), and each row keeps its median: the rows of one environment see a busy
+    machine's swings alike."""
+    names = ["", *variants]
+    workers = [sampling_worker(env, num_envs, overrides, variant) for variant in names]
+    volley: list[list[float]] = [[] for _ in names]
+    for turn in range(rounds):
+        pairs = list(zip(volley, workers, strict=True))
+        for rates, (worker, weights, steps) in pairs if turn % 2 == 0 else pairs[::-1]:  # each goes first in turn
+            rates.append(rate(lambda w=worker, x=weights: w.sample(x, None), steps, seconds))
+    rows = []
+    for variant, rates, (worker, _, _) in zip(names, volley, workers, strict=True):
+        assert worker.observations is not None
+        obs = worker.obs_filter(worker.observations, update=False)
+        forward = rate(lambda w=worker, o=obs: w.act(o, True), num_envs, seconds)
+        worker.env.close()
+        rows.append(SamplerRow(f"{env} ({variant})" if variant else env, num_envs,
+                               raw_env_rate(env, num_envs, seconds), forward, statistics.median(rates)))
+    return rows
 
 
 def raw_env_rate(env: str, num_envs: int, seconds: float, seed: int = 0) -> float:

@@ -3,7 +3,8 @@
 :func:`build_policy` is the one place a network is made, for the learner and for every worker:
 volley's own MLP or Nature CNN (:mod:`volley.models`; an MLP acts through its numpy twin),
 either with an LSTM on it (``use_lstm``, :mod:`volley.recurrent`), or a user's custom model
-(:mod:`volley.modelv2`, RLlib's ``ModelV2`` protocol; it acts in torch).
+(:mod:`volley.modelv2`, RLlib's ``ModelV2`` protocol; it acts in numpy where it traces,
+:mod:`volley.traced`, else in torch).
 Each is a :class:`volley.models.Policy`: distribution inputs, values and a recurrent state
 (``[]`` for a feed-forward network).
 

@@ -347,7 +347,7 @@ def _plot(args: argparse.Namespace) -> int:
 
 def _bench(args: argparse.Namespace) -> int:
     from volley.algorithms import get_config_class
-    from volley.bench import SAMPLER_CASES, measure_sampler, sampler_table, speedup, table
+    from volley.bench import SAMPLER_CASES, measure_samplers, sampler_table, speedup, table
     from volley.envs import check_env_id
 
     if args.bench == "sampler":
@@ -361,9 +361,8 @@ def _bench(args: argparse.Namespace) -> int:
         variants = [name for name, asked in (("custom model", args.custom_model), ("LSTM 64", args.lstm)) if asked]
         rows = []
         for env, n, keys in cases:
-            rows.append(measure_sampler(env, n, keys, args.seconds))
             pixels = env.startswith("ALE/") and "-ram" not in env  # the CNN: no MLP to copy
-            rows += [measure_sampler(env, n, keys, args.seconds, variant) for variant in variants if not pixels]
+            rows += measure_samplers(env, n, keys, args.seconds, [] if pixels else variants, args.rounds)
         print(sampler_table(rows))
         return 0
 

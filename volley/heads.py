@@ -148,12 +148,16 @@ def gaussian_head(log_std: np.ndarray | None) -> Head:
     own networks), or with ``log_std`` None the inputs hold the means then the log-stds ``[..., 2d]``
     (RLlib's DiagGaussian, what a custom model outputs)."""
     if log_std is None:
+        def split(inputs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            dim = inputs.shape[-1] // 2  # slices, not np.split: a step's draw costs a few µs less
+            return inputs[..., :dim], inputs[..., dim:]
+
         def draw(inputs: np.ndarray, streams: RandomStreams, explore: bool) -> np.ndarray:
-            mean, log_stds = np.split(inputs, 2, axis=-1)
+            mean, log_stds = split(inputs)
             return mean + np.exp(log_stds) * streams.normal(mean.shape[-1]) if explore else mean
 
         def log_prob(inputs: np.ndarray, actions: np.ndarray) -> np.ndarray:
-            mean, log_stds = np.split(inputs, 2, axis=-1)
+            mean, log_stds = split(inputs)
             z = (actions - mean) / np.exp(log_stds)
             return (-0.5 * z * z - log_stds).sum(-1) - np.float32(0.5 * mean.shape[-1] * np.log(2 * np.pi))
         return Head(draw, log_prob)

@@ -16,8 +16,9 @@ config. Their weights travel between processes as one flat float32 vector.
 Workers act on a few rows at a time, where torch's per-operation overhead (several
 microseconds an op) is most of the cost of a small MLP. So an MLP network acts in numpy
 (:mod:`volley.acting`, which a rollout worker uses without importing torch at all), several
-times cheaper per step; the CNN and custom models act in torch, and all learning is
-torch's. Sampling is one function for both paths.
+times cheaper per step, as does a custom model whose forward pass traces into numpy
+(:mod:`volley.traced`); the CNN and the other custom models act in torch, and all learning
+is torch's. Sampling is one function for both paths.
 """
 
 from __future__ import annotations
@@ -219,25 +220,28 @@ class Policy(nn.Module):
         raise NotImplementedError
 
     def _torch_twin(self) -> Twin:
-        """Acting with a forward pass in torch (a CNN, a custom model), then the draw in numpy: the
-        forward pass is the only torch work of a step (what :meth:`act` costs beyond it: a
-        conversion of each output to numpy)."""
+        """Acting with a forward pass in torch (a CNN, a custom model that does not trace), then the
+        draw in numpy: the forward pass is the only torch work of a step. Around it, only what
+        cannot be made once: ``inference_mode`` (no autograd bookkeeping, cheaper than ``no_grad``),
+        the arrays shared with torch (no copy on the CPU), a recurrent network's sequence lengths
+        made once per batch size."""
         head = self.numpy_head()
         device = next(self.parameters()).device
+        ones: dict[int, torch.Tensor] = {}  # RLlib's acting: sequences of one step each when recurrent
 
         def act(obs: np.ndarray, state: State, streams: RandomStreams, explore: bool,
                 prev: Previous = None) -> Acting:
-            with torch.no_grad():
-                state_in = [torch.as_tensor(s, device=device) for s in state]
-                # RLlib's acting: sequences of one step each when the network is recurrent
-                seq_lens = torch.ones(len(obs), dtype=torch.int32, device=device) if state else None
-                prev_in = None if prev is None else (torch.as_tensor(prev[0], device=device),
-                                                     torch.as_tensor(prev[1], device=device))
-                dist_inputs, values, state_out = self.outputs(torch.as_tensor(obs, device=device), state_in,
-                                                              seq_lens, prev_in)
-            inputs = dist_inputs.cpu().numpy()
-            return (head.draw(inputs, streams, explore), inputs, values.cpu().numpy(),
-                    [s.cpu().numpy() for s in state_out])
+            with torch.inference_mode():
+                seq_lens = ones.get(len(obs)) if state else None
+                if state and seq_lens is None:
+                    seq_lens = ones[len(obs)] = torch.ones(len(obs), dtype=torch.int32, device=device)
+                dist_inputs, values, state_out = self.outputs(
+                    torch.as_tensor(obs, device=device), [torch.as_tensor(s, device=device) for s in state],
+                    seq_lens, None if prev is None else (torch.as_tensor(prev[0], device=device),
+                                                         torch.as_tensor(prev[1], device=device)))
+                inputs = dist_inputs.cpu().numpy()
+                return (head.draw(inputs, streams, explore), inputs, values.cpu().numpy(),
+                        [s.cpu().numpy() for s in state_out])
         return Twin(act, head.log_prob)
 
     def outputs(self, obs: torch.Tensor, state: Sequence[torch.Tensor] = (),

@@ -16,8 +16,8 @@ composite space, see :mod:`volley.spaces`; or a custom action distribution's inp
 :class:`ModelV2Features` as the body of DQN's Q-network (the outputs are
 features, under volley's Q head, as RLlib's DQN puts its own head on a custom model).
 :class:`FullyConnectedNetwork` is RLlib's built-in MLP, which custom models often wrap.
-:mod:`volley.catalog` builds them; they act in torch, one forward pass per step for a
-worker's environments.
+:mod:`volley.catalog` builds them; they act in numpy where their forward pass traces
+(:mod:`volley.traced`), else in torch, one forward pass per step for a worker's environments.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from volley.acting import State
+from volley.acting import State, Twin
 from volley.distributions import (
     CustomDistribution,
     Distribution,
@@ -45,6 +45,7 @@ from volley.models import ActorCriticPolicy, TorchPrevious
 from volley.observations import ObsMask, ObsPreprocessor, flat_size
 from volley.recurrent import zero_previous
 from volley.spaces import action_layout
+from volley.traced import TracedActing
 
 # RLlib's defaults (2.9, MODEL_DEFAULTS) of the model keys a custom model may read; its
 # model_config is these, then volley's model keys, then what the user set
@@ -434,6 +435,11 @@ class ModelV2ActorCritic(_ModelV2Input, ActorCriticPolicy):
         # RLlib's view requirements of an LSTM: the previous action and reward in input_dict
         self.reads_prev = bool(model.model_config.get("lstm_use_prev_action")
                                or model.model_config.get("lstm_use_prev_reward"))
+        self.traced = TracedActing(self, self.name)
+
+    def numpy_twin(self) -> Twin | None:
+        """Acting through the model traced into numpy (:mod:`volley.traced`), in torch where it does not trace."""
+        return self.traced.twin(self.numpy_head(), self._torch_twin)
 
     def initial_state(self) -> State:
         return [np.asarray(s.detach().cpu() if isinstance(s, torch.Tensor) else s)

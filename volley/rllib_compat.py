@@ -620,8 +620,8 @@ RLLIB_KEYS: list[RLlibKey] = [
     translated("model.custom_model", ("model",), lambda v: {"model": {"custom_model": v}}, ("model",),
                "`model.custom_model`: a `TorchModelV2` subclass (kept as `'module:QualName'`) or a name given "
                "to `ModelCatalog.register_custom_model`; its outputs are the action distribution's inputs "
-               "(PPO, PG, TRPO) or the features under the Q head (DQN, Ape-X); it acts in torch on every "
-               "engine ([extending.md](extending.md))", example="my_model"),
+               "(PPO, PG, TRPO) or the features under the Q head (DQN, Ape-X); as a policy it acts in numpy "
+               "where its forward pass traces, else in torch, on every engine ([extending.md](extending.md))", example="my_model"),
     translated("model.custom_model_config", ("model",), lambda v: {"model": {"custom_model_config": v}},
                ("model",), "`model.custom_model_config`: keyword arguments of the custom model's "
                "constructor (JSON data)", example={"size": 3}),
