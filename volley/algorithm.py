@@ -28,6 +28,7 @@ from volley.callbacks import EpisodeMetrics, Hooks, LearnerMetrics, result_of
 from volley.catalog import build_policy
 from volley.checkpoint import (
     SavedCheckpoint,
+    check_restorable,
     flatten_optimizer,
     read_checkpoint,
     unflatten_optimizer,
@@ -660,6 +661,7 @@ class Algorithm(ABC):
             algo_cls = cls.named(str(manifest.get("algorithm")))
         except ConfigError as exc:
             raise CheckpointError(f"checkpoint '{path}' cannot be loaded: {exc}") from None
+        check_restorable(path, manifest, overrides)
         config = algo_cls.config_class.from_dict(manifest["config"])
         config = config.update(**{**(config.to_play() if to_play else {}), **overrides})
         algo = algo_cls(config)

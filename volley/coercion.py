@@ -12,6 +12,7 @@ import dataclasses
 import json
 import math
 import numbers
+import pickle
 import types
 import typing
 from typing import Any, Literal, Union
@@ -38,6 +39,26 @@ def is_json_data(value: Any) -> bool:
         return bool(json.loads(json.dumps(value, allow_nan=False)) == value)
     except (TypeError, ValueError, RecursionError):
         return False
+
+
+def is_search_space(value: Any) -> bool:
+    """True for a Ray Tune search space (``tune.grid_search`` or a sampled domain such as
+    ``tune.uniform``), told apart without importing Ray: Tune resolves it per trial."""
+    return (isinstance(value, dict) and list(value) == ["grid_search"]) or \
+        type(value).__module__.startswith("ray.tune.search")
+
+
+def picklable_dict(key: str, value: Any) -> dict:
+    """A copy of ``value``, a dict of any picklable objects (RLlib's ``env_config``: the Ray
+    engine ships it to each worker), or a ConfigError naming the key and what failed."""
+    if not isinstance(value, dict):
+        raise ConfigError(f"config key '{key}' must be a dict, got {shown(value)} ({type(value).__name__})")
+    try:
+        pickle.dumps(value)
+    except (pickle.PicklingError, TypeError, AttributeError) as exc:
+        raise ConfigError(f"config key '{key}' must hold picklable values (Ray ships it to every worker), "
+                          f"got {shown(value)}: {exc}") from None
+    return copy.deepcopy(value)
 
 
 def coerce(key: str, value: Any, hint: Any) -> Any:

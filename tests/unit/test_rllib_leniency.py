@@ -1,0 +1,123 @@
+"""Where RLlib 2.9's own example scripts find RLlib lenient, volley is too (issue 49): each test
+does what one of those scripts does (named in its docstring), on real environments and torch."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from ray import tune
+
+from volley import PPO, Algorithm, CheckpointError, ConfigError, PPOConfig, register_env
+
+TINY = {"train_batch_size": 64, "minibatch_size": 32, "num_sgd_iter": 1}
+
+
+def local(config: PPOConfig) -> PPOConfig:
+    return config.resources(engine="local").rollouts(num_rollout_workers=0, num_envs_per_worker=1).training(**TINY)
+
+
+def test_a_dict_keeps_a_key_of_the_scripts_own_and_warns_once_naming_the_closest_key():
+    """custom_train_fn.py / custom_experiment.py: ``config["train-iterations"] = 2`` in the dict
+    given to Tune and to ``PPO.default_resource_request(config)``, popped by the trial later."""
+    config = {**PPOConfig().to_dict(), "train-iterations": 2, "trian_batch_size": 64}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        built = PPOConfig().update_from_dict(config)
+        PPOConfig.from_dict(config)  # the same keys again: no second warning
+    messages = [str(w.message) for w in caught]
+    assert len(messages) == 2
+    assert "config key 'trian_batch_size' is not one of PPOConfig's" in messages[1]
+    assert "did you mean one of 'train_batch_size'" in messages[1]  # the closest first
+    assert built["train-iterations"] == 2 and "train-iterations" in built
+    assert built.to_dict()["train-iterations"] == 2 and built.train_batch_size == 2048  # typo: no effect
+    assert PPO.default_resource_request(config).required_resources == {"CPU": 1.0}
+    with pytest.raises(ConfigError, match="unknown config key 'trian_batch_size' for PPOConfig; did you mean"):
+        PPOConfig().training(trian_batch_size=64)  # the builder methods still refuse a typo
+    with pytest.raises(ConfigError, match="config key 'lr' must be float"):
+        PPOConfig().update_from_dict({"lr": "fast"})  # a known key is still checked
+
+
+class SpaceEcho(gym.Env):
+    """nested_action_spaces.py's kind of environment: its spaces come from ``env_config``."""
+
+    def __init__(self, config: dict) -> None:
+        self.observation_space = config["space"]
+        self.action_space = config["space"]
+        self.steps = 0
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self.steps = 0
+        return self.observation_space.sample(), {}
+
+    def step(self, action):
+        self.steps += 1
+        return self.observation_space.sample(), float(np.sum(action)), self.steps >= 5, False, {}
+
+
+def test_env_config_holds_a_gymnasium_space_and_a_checkpoint_asks_for_it_back(tmp_path):
+    """nested_action_spaces.py: ``env_config={"space": Box(...)}``; the checkpoint stores the rest
+    and restoring without the space names it in one line."""
+    register_env("space_echo", SpaceEcho)
+    space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    algo = local(PPOConfig().environment("space_echo", env_config={"space": space, "size": 2})).build()
+    try:
+        assert algo.train()["episode_len_mean"] == 5  # episodes of SpaceEcho, acting in the given space
+        path = algo.save(tmp_path / "ckpt")
+    finally:
+        algo.stop()
+    manifest = json.loads((tmp_path / "ckpt" / "volley_checkpoint.json").read_text())
+    assert manifest["config"]["env_config"] == {"size": 2}
+    assert manifest["not_stored"] == {"env_config['space']": "Box"}
+    with pytest.raises(CheckpointError, match=r"could not store config env_config\['space'\] \(a Box, not JSON "
+                                              r"data\): give it again, Algorithm.from_checkpoint\(.*env_config=\.\.\.\)"):
+        Algorithm.from_checkpoint(path)
+    again = Algorithm.from_checkpoint(path, env_config={"space": space, "size": 2})
+    try:
+        assert again.iteration == 1 and again.config.env_config["space"] == space
+    finally:
+        again.stop()
+    with pytest.raises(ConfigError, match="config key 'env_config' must hold picklable values"):
+        PPOConfig().environment(env_config={"make": lambda: None})
+
+
+def test_a_tune_search_space_stands_in_a_builder_key_until_tune_resolves_it():
+    """checkpoint_by_custom_criteria.py: ``.training(lr=tune.grid_search([...]))``, then
+    ``param_space=config.to_dict()``; a model key may hold one too."""
+    config = PPOConfig().training(lr=tune.grid_search([0.01, 0.001]), model={"fcnet_hiddens": tune.choice([[8], [16]])})
+    assert config.to_dict()["lr"] == {"grid_search": [0.01, 0.001]}
+    assert type(config.to_dict()["model"]["fcnet_hiddens"]).__name__ == "Categorical"
+    with pytest.raises(ConfigError, match=r"config key 'lr' holds a Tune search space \({'grid_search'"):
+        config.build()
+    trial = PPOConfig.from_dict({**config.to_dict(), "lr": 0.001, "model": {"fcnet_hiddens": [8]}})
+    assert trial.lr == 0.001 and trial.model.fcnet_hiddens == [8] and trial.search_spaces() == {}
+
+
+def test_enable_connectors_false_is_accepted_and_changes_nothing():
+    """custom_metrics_and_callbacks.py: ``.rollouts(enable_connectors=False)``."""
+    config = local(PPOConfig().environment("CartPole-v1").rollouts(enable_connectors=False))
+    assert config.to_dict() == local(PPOConfig().environment("CartPole-v1")).to_dict()
+
+
+def test_config_model_is_a_dict():
+    """cartpole_lstm.py: ``config.model["use_lstm"] = True`` (RLlib's config.model is a dict)."""
+    config = local(PPOConfig().environment("CartPole-v1"))
+    config.model["use_lstm"] = True
+    config.model.update({"lstm_cell_size": 16, "max_seq_len": 8})
+    assert config.model["use_lstm"] is True and config["model"]["lstm_cell_size"] == 16
+    assert dict(config.model)["max_seq_len"] == 8 and "use_lstm" in config.model
+    assert config.model.get("no_such_key", "absent") == "absent"
+    with pytest.raises(ConfigError, match="config key 'model.lstm_cell_size' must be int, got 'big'"):
+        config.model["lstm_cell_size"] = "big"
+    with pytest.raises(ConfigError, match="unknown model key 'use_lstn'; did you mean 'use_lstm'"):
+        config.model["use_lstn"] = True
+    algo = config.build()
+    try:
+        assert [s.shape for s in algo.get_policy().get_initial_state()] == [(2, 16)] * 2  # the LSTM, as set
+        assert algo.train()["training_iteration"] == 1
+    finally:
+        algo.stop()
