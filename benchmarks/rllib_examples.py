@@ -60,6 +60,10 @@ NOT_APPLICABLE = {
     "saving_experiences": "writes RLlib's offline data (a later issue)",
     "custom_input_api": "reads RLlib's offline data (a later issue)",
     "custom_model_loss_and_metrics": "reads RLlib's offline data for its imitation loss (a later issue)",
+    "custom_model_api": "TensorFlow only (calls tf1.enable_eager_execution() whatever the framework)",
+    "parametric_actions_cartpole_embeddings_learnt_by_model": "TensorFlow only (--framework tf or tf2)",
+    "action_masking": "RLlib's new API stack (a custom RLModule), which volley does not implement",
+    "compute_adapted_gae_on_postprocess_trajectory": "a module defining a callbacks class: it runs nothing",
     "remote_base_env_with_custom_api": "RLlib's RemoteBaseEnv API (remote_worker_envs)",
     "remote_envs_with_inference_done_on_main_node": "RLlib's RemoteBaseEnv API and its own Algorithm subclass",
 }
@@ -71,12 +75,21 @@ MULTI_AGENT = {
     "two_trainer_workflow",
 }
 # The scripts that finish in seconds each: CI runs them (tests/cli/test_rllib_examples.py)
-FAST = ("custom_experiment", "custom_train_fn", "custom_model_api", "cartpole_lstm", "custom_env",
-        "nested_action_spaces", "action_masking")
+FAST = ("cartpole_lstm", "custom_env", "nested_action_spaces", "checkpoint_by_custom_criteria")
 # Flags that stop a script early, where the script has them, and the arguments of those that
 # spell it otherwise
 STOP_FLAGS = {"--stop-iters": "2", "--stop-timesteps": "2000", "--framework": "torch", "--num-cpus": "2"}
 EXTRA_ARGS = {"custom_experiment": ["--train-iterations", "2"]}
+
+# What Ray 2.60 (installed) removed that a 2.9 script uses: such a run fails whatever library trains
+RAY_260 = {
+    "local_mode` is no longer supported": "Ray 2.60 removed ray.init(local_mode=True)",
+    "cannot import name 'Logger' from 'ray.tune.logger'": "Ray 2.60 removed ray.tune.logger.Logger",
+    "ray.train.report` is deprecated when running in a function passed to Ray Tune":
+        "Ray 2.60 refuses ray.train.report in a Tune function",
+    "RunConfig(local_dir)` argument is deprecated": "Ray 2.60 removed RunConfig(local_dir=...)",
+    "cannot import name 'SingleAgentRLModuleSpec'": "Ray 2.60 renamed SingleAgentRLModuleSpec",
+}
 
 # Runs first in every Python process of a script's run (Ray's workers and Tune's trials too): the
 # 2.9 helper modules, and a line per Algorithm.train call naming whose class it was.
@@ -149,30 +162,38 @@ def fetch() -> Path:
 
 
 def volley_names() -> set[str]:
-    """The names the rule takes from volley: those the package exports."""
-    out = subprocess.run([sys.executable, "-c", "import volley; print(' '.join(volley.__all__))"],
-                         capture_output=True, text=True, check=True, env=child_env(Path(), Path(), Path()))
+    """The names the rule takes from volley: those the package exports, and its algorithm modules
+    (as ``algorithms.ppo``)."""
+    code = ("import pkgutil, volley, volley.algorithms as a; print(*volley.__all__, "
+            "*('algorithms.' + m.name for m in pkgutil.iter_modules(a.__path__)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env=child_env(Path(), Path(), Path()))
     return set(out.stdout.split())
 
 
+def _spelled(aliases: list[ast.alias]) -> str:
+    return ", ".join(a.name + (f" as {a.asname}" if a.asname else "") for a in aliases)
+
+
 def rewrite(source: str, exported: set[str]) -> str:
-    """The script with the rule applied to its ``from ray... import`` statements (nothing else)."""
+    """The script with the rule applied to its imports from Ray (nothing else changes)."""
     lines = source.splitlines(keepends=True)
-    imports = [node for node in ast.walk(ast.parse(source)) if isinstance(node, ast.ImportFrom)
-               and node.level == 0 and node.module is not None and (node.module + ".").startswith("ray.")]
-    for node in sorted(imports, key=lambda n: n.lineno, reverse=True):
-        ours = [a for a in node.names if a.name in exported]
-        if not ours:
-            continue
-        theirs = [a for a in node.names if a.name not in exported]
-        spell = ", ".join(a.name + (f" as {a.asname}" if a.asname else "") for a in ours)
-        indent = lines[node.lineno - 1][: node.col_offset]
-        text = f"{indent}from volley import {spell}\n"
-        if theirs:
-            rest = ", ".join(a.name + (f" as {a.asname}" if a.asname else "") for a in theirs)
-            text += f"{indent}from {node.module} import {rest}\n"
-        assert node.end_lineno is not None
-        lines[node.lineno - 1: node.end_lineno] = [text]
+    for node in sorted(ast.walk(ast.parse(source)), key=lambda n: getattr(n, "lineno", 0), reverse=True):
+        text = None
+        indent = lines[node.lineno - 1][: node.col_offset] if isinstance(node, (ast.Import, ast.ImportFrom)) else ""
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (f"{node.module}.").startswith("ray."):
+            home = "volley.algorithms" if node.module == "ray.rllib.algorithms" else "volley"
+            ours = [a for a in node.names if (f"algorithms.{a.name}" if home != "volley" else a.name) in exported]
+            theirs = [a for a in node.names if a not in ours]
+            if ours:
+                text = f"{indent}from {home} import {_spelled(ours)}\n"
+                text += f"{indent}from {node.module} import {_spelled(theirs)}\n" if theirs else ""
+        elif isinstance(node, ast.Import) and len(node.names) == 1 and node.names[0].asname:
+            module = node.names[0].name.removeprefix("ray.rllib.")
+            if module != node.names[0].name and module in exported:  # import ray.rllib.algorithms.ppo as ppo
+                text = f"{indent}import volley.{module} as {node.names[0].asname}\n"
+        if text is not None:
+            lines[node.lineno - 1: node.end_lineno] = [text]
     return "".join(lines)
 
 
@@ -180,7 +201,8 @@ def child_env(site: Path, tree: Path, log: Path) -> dict[str, str]:
     """The script's environment: this checkout's volley first, then the hook."""
     path = [str(REPO), str(site), os.environ.get("PYTHONPATH", "")]
     return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in path if p), "VOLLEY_SUITE_TREE": str(tree),
-            "VOLLEY_SUITE_LOG": str(log), "PYTHONUNBUFFERED": "1", "RAY_DEDUP_LOGS": "0"}
+            "VOLLEY_SUITE_LOG": str(log), "PYTHONUNBUFFERED": "1", "RAY_DEDUP_LOGS": "0",
+            "RAY_ADDRESS": "local"}  # a cluster of its own, never another one running on this machine
 
 
 def arguments(name: str, source: str) -> list[str]:
@@ -195,7 +217,7 @@ WRAPPERS = re.compile(r"^(ray\.\S*(RayTaskError|RayActorError|TuneError)|\S*Tune
 def root_cause(output: str) -> str:
     """The first exception line that is not one of Ray's wrappers around another."""
     found = [line.strip() for line in output.splitlines()
-             if re.match(r"^[\w.]+(Error|Exception|Interrupt|Exit)(\(\w+\))?:? ", line)
+             if re.match(r"^[\w.]+(Error|Exception|Warning|Interrupt|Exit)(\(\w+\))?:? ", line)
              or re.match(r"^[\w.]+(Error|Exception)$", line)]
     inner = [line for line in found if not WRAPPERS.match(line)]
     picked = (inner or found or [line for line in output.splitlines() if line.strip()][-1:] or ["(no output)"])[0]
@@ -208,10 +230,11 @@ def classify(name: str, kind: str, code: int | None, out: str, err: str, trains:
         return Row(name, kind, "timeout", f"no exit after {seconds:.0f} s", seconds)
     owners = {line.split()[0] for line in trains}
     errored = re.search(r"Number of errored trials: ([1-9]\d*)|Trials did not complete|ERROR\s+\|", out + err)
-    if code != 0:
-        return Row(name, kind, "fail", root_cause(err or out), seconds)
-    if errored:
-        return Row(name, kind, "fail", "a Tune trial errored: " + root_cause(err + out), seconds)
+    removed = [why for sign, why in RAY_260.items() if sign in out + err]
+    if code != 0 or errored:
+        cause = root_cause(err + out)
+        return Row(name, kind, "ray-2.60" if removed else "fail",
+                   f"{removed[0]}: {cause}" if removed else cause, seconds)
     if "rllib" in owners:
         return Row(name, kind, "fail", "RLlib's Algorithm.train ran, not volley's", seconds)
     if "volley" not in owners:
@@ -244,13 +267,21 @@ def run(name: str, tree: Path, exported: set[str], timeout: float) -> Row:
         except subprocess.TimeoutExpired:
             code = None
         finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)  # Ray's processes the script left behind
+            end_processes(f"VOLLEY_SUITE_LOG={log}")  # the script and Ray's processes it left behind
         if code is None:
             out, err = process.communicate()
         LOGS.mkdir(parents=True, exist_ok=True)
         (LOGS / f"{name}.log").write_text(f"{out}\n--- stderr ---\n{err}")
         return classify(name, kind, code, out, err, log.read_text().splitlines(), time.monotonic() - start)
+
+
+def end_processes(marker: str) -> None:
+    """Kill every process whose environment holds ``marker`` (this run's own: Ray's daemons leave
+    the script's process group, and a cluster left running would be joined by the next script)."""
+    for proc in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError):
+            if marker.encode() in (proc / "environ").read_bytes().split(b"\0"):
+                os.kill(int(proc.name), signal.SIGKILL)
 
 
 def table(rows: list[Row]) -> str:

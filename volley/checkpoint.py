@@ -24,6 +24,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from volley._version import __version__
+from volley.coercion import is_json_data
 from volley.errors import CheckpointError
 
 FORMAT_VERSION = 1
@@ -79,9 +80,7 @@ def json_part(value: Any, where: str) -> tuple[Any, dict[str, str]]:
             if not left_item or kept_item is not None:
                 kept[key] = kept_item
         return kept, left
-    try:
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError):
+    if not is_json_data(value):  # a tuple too: JSON would give it back as a list
         return None, {where: type(value).__name__}
     return value, {}
 

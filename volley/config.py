@@ -13,6 +13,8 @@ import copy
 import dataclasses
 import math
 import os
+import sys
+import types
 import typing
 import warnings
 from collections.abc import Callable, Collection
@@ -20,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from volley.callbacks import callbacks_name
-from volley.coercion import coerce, is_search_space, picklable_dict
+from volley.coercion import FieldsAsDict, coerce, is_search_space, picklable_dict
 from volley.errors import ConfigError, did_you_mean, shown
 from volley.named import CUSTOM_ACTION_DISTS, CUSTOM_MODELS, env_name
 from volley.rllib_compat import NOT_PASSED_TO_CUSTOM_MODELS, rllib_key
@@ -38,6 +40,16 @@ GROUPS = ("environment", "rollouts", "training", "exploration", "resources", "fr
 # The unknown keys warned about in this process (once each)
 _WARNED: set[str] = set()
 
+
+def _outside_volley() -> int:
+    """The ``stacklevel`` of a warning that points at the first caller outside volley."""
+    frame: types.FrameType | None = sys._getframe(1)
+    level = 1
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("volley"):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 # Environments in all when num_envs_per_worker is "auto": the count PPO's defaults were tuned with
 # (16 x 128 steps per batch); shared among the workers, every engine samples batches of one shape
 AUTO_ENVS = 16
@@ -53,8 +65,11 @@ def option(default: Any, group: str, help: str) -> Any:
 
 
 @dataclass(kw_only=True)
-class ModelConfig:
-    """The policy/value network (``config.training(model={...})``)."""
+class ModelConfig(FieldsAsDict):
+    """The policy/value network (``config.training(model={...})``); reads and writes like RLlib's
+    model dict too (``config.model["use_lstm"] = True``)."""
+
+    DICT_NAME: ClassVar[str] = "model"
 
     fcnet_hiddens: list[int] = field(default_factory=lambda: [64, 64],
                                      metadata={"help": "hidden layer sizes of the MLP"})
@@ -92,46 +107,9 @@ class ModelConfig:
         metadata={"help": "weights of the MLP and the heads: 'orthogonal' (gain √2, policy head 0.01; "
                           "PPO's) or 'normal' (N(0, 1/fan_in) on every layer; Karpathy's Pong)"})
 
-    # -- RLlib's model config is a dict: config.model["use_lstm"] = True --------------------------
-
-    def keys(self) -> list[str]:
-        """The model keys, as a dict's (RLlib's other keys set beside a custom model included)."""
-        return [f.name for f in dataclasses.fields(self)] + list(self.rllib_model_keys)
-
-    def __getitem__(self, key: str) -> Any:
-        if key in self.rllib_model_keys:
-            return self.rllib_model_keys[key]
-        if key not in {f.name for f in dataclasses.fields(self)}:
-            raise KeyError(f"model has no key {key!r}{did_you_mean(str(key), self.keys())}")
-        return getattr(self, key)
-
-    def __setitem__(self, key: str, value: Any) -> None:
-        """Set one model key, checked as ``config.training(model={key: value})`` checks it."""
-        hints = typing.get_type_hints(ModelConfig)
-        if key not in hints:
-            raise ConfigError(f"unknown model key {key!r}{did_you_mean(str(key), hints)} (RLlib's other "
-                              f"model keys: config.training(model={{{key!r}: ...}}))")
-        setattr(self, key, value if is_search_space(value) else coerce(f"model.{key}", value, hints[key]))
-
-    def __iter__(self) -> typing.Iterator[str]:
-        return iter(self.keys())
-
-    def __len__(self) -> int:
-        return len(self.keys())
-
-    def __contains__(self, key: object) -> bool:
-        return key in self.keys()
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self[key] if key in self.keys() else default
-
-    def items(self) -> list[tuple[str, Any]]:
-        return [(key, self[key]) for key in self.keys()]
-
-    def update(self, other: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        """``config.model.update({...})``: each key set as by ``config.model[key] = value``."""
-        for key, value in {**(other or {}), **kwargs}.items():
-            self[key] = value
+    def extra_items(self) -> dict[str, Any]:
+        """RLlib's other model keys set beside a custom model: ``config.model[key]`` reads them too."""
+        return self.rllib_model_keys
 
     def validate(self, algo_name: str, network: NetworkKind) -> None:
         """A ConfigError naming the first model key out of range or unfit for ``algo_name``."""
@@ -291,8 +269,8 @@ class AlgorithmConfig:
         {}, "evaluation", "config keys that differ while evaluating, e.g. {'explore': True}; actions are "
         "the most likely ones unless 'explore' is set here")
     evaluation_parallel_to_training: bool = option(
-        False, "evaluation", "RLlib's overlap of evaluation with training; volley evaluates between "
-        "iterations, so only False is accepted")
+        False, "evaluation", "RLlib's overlap of evaluation with training: accepted, and volley evaluates "
+        "after the iteration's training step either way (the same result keys; the time is not overlapped)")
 
     metrics_num_episodes_for_smoothing: int = option(
         100, "reporting", "episodes averaged in episode_reward_mean (and in custom_metrics)")
@@ -482,7 +460,8 @@ class AlgorithmConfig:
         if key not in _WARNED:
             _WARNED.add(key)
             warnings.warn(f"config key {key!r} is not one of {type(self).__name__}'s: kept (config[{key!r}] "
-                          f"and to_dict() hold it), unused by volley{did_you_mean(key, known)}", stacklevel=4)
+                          f"and to_dict() hold it), unused by volley{did_you_mean(key, known)}",
+                          stacklevel=_outside_volley())
 
     def _set_search_space(self, key: str, value: Any, specs: dict[str, tuple[dataclasses.Field, Any]]) -> None:
         """Keep a Tune search space under the key as given: ``to_dict()`` hands it to Tune, which
@@ -666,9 +645,6 @@ class AlgorithmConfig:
             raise ConfigError(f"evaluation_num_workers={self.evaluation_num_workers} with engine='mpi': "
                               "every MPI rank is a training worker; set evaluation_num_workers=0 (rank 0 "
                               "evaluates on its own environment)")
-        if self.evaluation_parallel_to_training:
-            raise ConfigError("evaluation_parallel_to_training=True is not supported: volley evaluates "
-                              "between training iterations; leave it False")
         nested = {"evaluation_config", "evaluation_interval", "evaluation_num_workers"} & set(
             self.evaluation_config)
         if nested:

@@ -121,3 +121,39 @@ def test_config_model_is_a_dict():
         assert algo.train()["training_iteration"] == 1
     finally:
         algo.stop()
+
+
+class Corridor(gym.Env):
+    """custom_env.py's SimpleCorridor reads where it runs from its config, RLlib's EnvContext."""
+
+    def __init__(self, config: dict) -> None:
+        self.where = (config.worker_index, config.vector_index, config.num_workers, config["length"])
+        self.observation_space = gym.spaces.Box(0.0, 9.0, (1,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        self.pos = 0
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        self.pos += 1
+        return np.full(1, self.pos, np.float32), 1.0, self.pos >= self.where[3], False, {}
+
+
+def test_an_algorithm_takes_a_dict_and_its_environments_get_rllibs_env_context():
+    """custom_experiment.py: ``ppo.PPO(config=config_dict)``; custom_env.py: SimpleCorridor's
+    ``config.worker_index``; sb2rllib_rllib_example.py: ``PPO(env="CartPole-v1")``."""
+    config = {**local(PPOConfig()).environment(Corridor, env_config={"length": 3}).to_dict(), "train-iterations": 1}
+    config["num_envs_per_worker"] = 2
+    algo = PPO(config=config)
+    try:
+        assert algo.train()["episode_len_mean"] == 3
+        assert sorted(env.unwrapped.where for env in algo.workers.workers[0].env.envs) == [(0, 0, 0, 3), (0, 1, 0, 3)]
+        assert algo.config["train-iterations"] == 1
+    finally:
+        algo.stop()
+    default = PPO(env="CartPole-v1", config={"engine": "local", "num_workers": 0})
+    try:
+        assert default.config.env == "CartPole-v1" and default.config.lr == PPOConfig().lr
+    finally:
+        default.stop()

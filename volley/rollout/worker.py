@@ -32,7 +32,7 @@ import gymnasium as gym
 import numpy as np
 
 from volley.acting import Acting, NumpyActor, Previous, State, zero_actions
-from volley.callbacks import EPISODE_HOOKS, DefaultCallbacks, EpisodeRecord, Hooks
+from volley.callbacks import EPISODE_HOOKS, DefaultCallbacks, EnvContext, EpisodeRecord, Hooks
 from volley.config import AlgorithmConfig, RolloutPlan
 from volley.envs import (
     ERROR_INFO,
@@ -203,7 +203,9 @@ class RolloutWorker:
             sub_environments_created(self)
 
     def _make_env(self) -> gym.vector.VectorEnv:
-        return make_vector_env(self.config.env, self.num_envs, env_config=self.config.env_config,
+        # RLlib's creators read where they run from env_config (SimpleCorridor: .worker_index)
+        context = EnvContext(self.config.env_config, self.worker_index, None, self.num_workers)
+        return make_vector_env(self.config.env, self.num_envs, env_config=context,
                                creator=self.env_creator,
                                atari_preprocessing=self.config.atari_preprocessing,
                                render_mode=self.render_mode, vectorize_mode=self.config.vectorize_mode,
