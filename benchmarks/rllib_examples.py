@@ -18,7 +18,7 @@ the first place ``ray.rllib.examples`` looks. The same hook counts, in every pro
 (Ray workers and Tune trials included), which ``Algorithm.train`` ran: volley's or RLlib's.
 
 Each script runs in its own process with short stop flags (``--stop-iters 2 --stop-timesteps 2000
---framework torch`` where it has them) and a timeout, and is classified: ``ok`` (exit 0, volley's
+--framework torch --num-cpus 4`` where it has them) and a timeout, and is classified: ``ok`` (exit 0, volley's
 ``Algorithm.train`` ran, RLlib's never did, no Tune trial errored, something printed), ``fail``
 (the first root-cause line of the output), ``timeout``, or ``n/a`` with the reason.
 """
@@ -77,8 +77,9 @@ MULTI_AGENT = {
 # The scripts that finish in seconds each: CI runs them (tests/cli/test_rllib_examples.py)
 FAST = ("cartpole_lstm", "custom_env", "nested_action_spaces", "checkpoint_by_custom_criteria")
 # Flags that stop a script early, where the script has them, and the arguments of those that
-# spell it otherwise
-STOP_FLAGS = {"--stop-iters": "2", "--stop-timesteps": "2000", "--framework": "torch", "--num-cpus": "2"}
+# spell it otherwise. --num-cpus counts Ray's logical CPUs: 4 lets a trial that reserves two
+# evaluation workers beside itself start on a 2-core machine, as it would on RLlib's test machines
+STOP_FLAGS = {"--stop-iters": "2", "--stop-timesteps": "2000", "--framework": "torch", "--num-cpus": "4"}
 EXTRA_ARGS = {"custom_experiment": ["--train-iterations", "2"]}
 
 # What Ray 2.60 (installed) removed that a 2.9 script uses: such a run fails whatever library trains
@@ -89,6 +90,8 @@ RAY_260 = {
         "Ray 2.60 refuses ray.train.report in a Tune function",
     "RunConfig(local_dir)` argument is deprecated": "Ray 2.60 removed RunConfig(local_dir=...)",
     "cannot import name 'SingleAgentRLModuleSpec'": "Ray 2.60 renamed SingleAgentRLModuleSpec",
+    "No module named 'ray.rllib.utils.deprecation'":
+        "RLlib 2.9's env/multi_agent.py imports ray.rllib.utils.deprecation, which Ray 2.60 moved",
 }
 
 # Runs first in every Python process of a script's run (Ray's workers and Tune's trials too): the
@@ -300,11 +303,27 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+def merged(rows: list[Row]) -> list[Row]:
+    """``rows`` with the rows RESULTS.md holds for the scripts not run now (a run of a few scripts
+    updates their rows only), in the order of the scripts' names."""
+    results = RESULTS.read_text()
+    section = results[results.index(SECTION):] if SECTION in results else ""
+    earlier = {}
+    for line in section.split("\n## ")[0].splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 5 and cells[1] in ("single-agent", "multi-agent", "n/a"):
+            earlier[cells[0]] = Row(cells[0], cells[1], cells[2], cells[3], float(cells[4]))
+    return sorted({**earlier, **{row.script: row for row in rows}}.values(), key=lambda row: row.script)
+
+
 def write_results(text: str) -> None:
     """Put ``text`` into RESULTS.md's section for this suite (replacing an earlier one)."""
     results = RESULTS.read_text()
     command = "`python benchmarks/rllib_examples.py --write-results`"
-    body = f"{SECTION}\n\nMeasured with {command} (stop flags `--stop-iters 2 --stop-timesteps 2000`).\n\n{text}\n"
+    body = (f"{SECTION}\n\nMeasured with {command} (stop flags `--stop-iters 2 --stop-timesteps 2000`; "
+            "the seconds are wall time on a shared 2-core machine, a guide only). `ok`: volley's "
+            "`Algorithm.train` ran (RLlib's never did), exit 0, no Tune trial errored; `ray-2.60`: the script "
+            "uses what Ray 2.60 (installed) removed, so it fails whatever library trains.\n\n{text}\n")
     if SECTION in results:
         start = results.index(SECTION)
         end = results.find("\n## ", start + len(SECTION))
@@ -333,10 +352,9 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(run(name, tree, exported, args.timeout))
         row = rows[-1]
         print(f"{row.script:50s} {row.status:8s} {row.seconds:5.0f} s  {row.detail}", flush=True)
-    text = table(rows)
-    print(text)
+    print(table(rows))
     if args.write_results:
-        write_results(text)
+        write_results(table(merged(rows)))
     return 0 if all(r.status in ("ok", "n/a") for r in rows) else 1
 
 

@@ -74,13 +74,19 @@ class VolleyTrainable(tune.Trainable):
         registered its environments and gave its classes: they go to the trial's process from here
         (a name such as ``"PPO"`` was registered before the script defined them)."""
         trial = cls.algorithm_config(config)
-        _global_registry.register(TRAINABLE_CLASS, f"{OBJECTS}{cls.__name__}", user_objects_of(trial))
+        callbacks = classes_named(trial.callbacks_class)
+        for callbacks_class in callbacks.values():
+            ship_by_value(callbacks_class)
+        _global_registry.register(TRAINABLE_CLASS, f"{OBJECTS}{cls.__name__}",
+                                  {"named": user_objects_of(trial), "callbacks": callbacks})
         return trial_resources(trial)
 
     def setup(self, config: dict[str, Any]) -> None:
         key = f"{OBJECTS}{type(self).__name__}"
         if _global_registry.contains(TRAINABLE_CLASS, key):
-            for kind, objects in _global_registry.get(TRAINABLE_CLASS, key).items():
+            given = _global_registry.get(TRAINABLE_CLASS, key)
+            remember(given["callbacks"])
+            for kind, objects in given["named"].items():
                 for name, user_object in objects.items():
                     NAMED[kind].register(name, user_object)
         self.algo: Algorithm = self.algorithm_config(config).build()

@@ -76,17 +76,20 @@ class Corridor(gym.Env):
     observation_space = gym.spaces.Box(0.0, 5.0, (1,))
     action_space = gym.spaces.Discrete(2)
 
+    def __init__(self, config):
+        self.length = config["length"]
+
     def reset(self, *, seed=None, options=None):
         self.pos = 0
         return [0.0], {}
 
     def step(self, action):
         self.pos += 1
-        return [float(self.pos)], 1.0, self.pos >= 4, False, {}
+        return [float(self.pos)], 1.0, self.pos >= self.length, False, {}
 
 
 ray.init(num_cpus=2, include_dashboard=False)
-config = (PPOConfig().environment(Corridor).rollouts(num_rollout_workers=0)
+config = (PPOConfig().environment(Corridor, env_config={"length": 4}).rollouts(num_rollout_workers=0)
           .training(lr=tune.grid_search([1e-3, 1e-4]), train_batch_size=64, sgd_minibatch_size=32))
 run = {"stop": {"training_iteration": 1}, "storage_path": "{storage}", "verbose": 0}
 grid = tune.Tuner("PPO", param_space=config, run_config=tune.RunConfig(**run)).fit()

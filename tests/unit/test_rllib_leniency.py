@@ -157,3 +157,10 @@ def test_an_algorithm_takes_a_dict_and_its_environments_get_rllibs_env_context()
         assert default.config.env == "CartPole-v1" and default.config.lr == PPOConfig().lr
     finally:
         default.stop()
+
+
+def test_a_trials_resource_request_holds_its_evaluation_workers():
+    """parallel_evaluation_and_training.py: ``evaluation_num_workers=2`` in a Tune trial; RLlib's
+    request reserves them as volley's now does (else the trial's evaluation actors find no CPU)."""
+    request = PPO.default_resource_request({"num_workers": 1, "evaluation_num_workers": 2, "num_cpus_per_worker": 0.5})
+    assert request.bundles == [{"CPU": 1.0}, {"CPU": 0.5}, {"CPU": 0.5}, {"CPU": 0.5}]
