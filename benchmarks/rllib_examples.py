@@ -1,6 +1,6 @@
 """RLlib 2.9.3's own example scripts run on volley: volley's RLlib compatibility suite (issue 49).
 
-    python benchmarks/rllib_examples.py                 # every script (about 30 minutes on 2 cores)
+    python benchmarks/rllib_examples.py                 # every script (about 12 minutes on 2 shared cores)
     python benchmarks/rllib_examples.py --fast          # the CI subset (tests/cli/test_rllib_examples.py)
     python benchmarks/rllib_examples.py custom_env cartpole_lstm --write-results
 
@@ -323,7 +323,7 @@ def write_results(text: str) -> None:
     body = (f"{SECTION}\n\nMeasured with {command} (stop flags `--stop-iters 2 --stop-timesteps 2000`; "
             "the seconds are wall time on a shared 2-core machine, a guide only). `ok`: volley's "
             "`Algorithm.train` ran (RLlib's never did), exit 0, no Tune trial errored; `ray-2.60`: the script "
-            "uses what Ray 2.60 (installed) removed, so it fails whatever library trains.\n\n{text}\n")
+            f"uses what Ray 2.60 (installed) removed, so it fails whatever library trains.\n\n{text}\n")
     if SECTION in results:
         start = results.index(SECTION)
         end = results.find("\n## ", start + len(SECTION))

@@ -149,7 +149,8 @@ def register_rllib_names() -> None:
     """volley's algorithms as Tune trainables under RLlib's names (``"PPO"``, ``"DQN"``, ``"APEX"``),
     so ``tune.Tuner("PPO", param_space=config)`` runs as RLlib's docs spell it; and volley's configs
     as a ``param_space`` (Tune takes RLlib's configs through their ``to_dict()``). Done when this
-    module is imported. Tune takes an algorithm *class* only where it subclasses ``tune.Trainable``,
+    module is imported, which ``volley`` does as a script that imported Ray takes a config class,
+    an algorithm or ``get_trainable_cls`` from it. Tune takes an algorithm *class* only where it subclasses ``tune.Trainable``,
     which volley's cannot (no algorithm imports Ray): ``trainable(PPO)`` is that class."""
     for name in ALGORITHMS:
         tune.register_trainable(name.upper(), trainable(name), warn=False)

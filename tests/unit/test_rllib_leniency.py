@@ -164,3 +164,15 @@ def test_a_trials_resource_request_holds_its_evaluation_workers():
     request reserves them as volley's now does (else the trial's evaluation actors find no CPU)."""
     request = PPO.default_resource_request({"num_workers": 1, "evaluation_num_workers": 2, "num_cpus_per_worker": 0.5})
     assert request.bundles == [{"CPU": 1.0}, {"CPU": 0.5}, {"CPU": 0.5}, {"CPU": 0.5}]
+
+
+def test_evaluation_plays_exactly_its_duration_in_episodes_on_several_workers():
+    """parallel_evaluation_and_training.py asserts ``len(hist_stats["episode_lengths"]) == 13`` with
+    two evaluation workers (RLlib gives them 7 and 6 episodes)."""
+    algo = local(PPOConfig().environment("CartPole-v1")).evaluation(
+        evaluation_num_workers=2, evaluation_duration=13).resources(engine="ray", num_cpus=2).build()
+    try:
+        evaluation = algo.evaluate()["evaluation"]
+        assert evaluation["episodes_this_iter"] == len(evaluation["hist_stats"]["episode_lengths"]) == 13
+    finally:
+        algo.stop()
