@@ -298,7 +298,8 @@ def table(rows: list[Row]) -> str:
     skipped = sum(r.kind == "n/a" for r in rows)
     lines = ["; ".join(counts) + f"; not applicable: {skipped}.", "",
              "| script | kind | result | detail | s |", "| --- | --- | --- | --- | ---: |"]
-    lines += [f"| {r.script} | {r.kind} | {r.status} | {r.detail.replace('|', '/')} | {r.seconds:.0f} |"
+    shown = {ord("|"): "/", ord("<"): "&lt;", ord(">"): "&gt;"}  # a cell, not a column or an HTML tag
+    lines += [f"| {r.script} | {r.kind} | {r.status} | {r.detail.translate(shown)} | {r.seconds:.0f} |"
               for r in rows]
     return "\n".join(lines)
 
