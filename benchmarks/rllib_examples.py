@@ -75,7 +75,8 @@ MULTI_AGENT = {
     "two_trainer_workflow",
 }
 # The scripts that finish in seconds each: CI runs them (tests/cli/test_rllib_examples.py)
-FAST = ("cartpole_lstm", "custom_env", "nested_action_spaces", "checkpoint_by_custom_criteria")
+FAST = ("cartpole_lstm", "custom_env", "nested_action_spaces", "checkpoint_by_custom_criteria",
+        "parallel_evaluation_and_training", "deterministic_training")
 # Flags that stop a script early, where the script has them, and the arguments of those that
 # spell it otherwise. --num-cpus counts Ray's logical CPUs: 4 lets a trial that reserves two
 # evaluation workers beside itself start on a 2-core machine, as it would on RLlib's test machines
