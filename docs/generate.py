@@ -107,6 +107,16 @@ for _ in range(5):
 print(algo.evaluate())
 ```
 
+RLlib 2.9.3's own example folder (`ray/rllib/examples/` of its wheel, written by RLlib's
+authors for the old API stack volley implements) is volley's compatibility suite:
+`python benchmarks/rllib_examples.py` fetches the wheel with pip once (cached in
+`~/.cache/volley`), and runs each script in its own process with one fixed change to its
+imports: **in `from ray... import a, b`, each name volley exports (`volley.__all__`) comes
+from `volley`, and an algorithm module (`import ray.rllib.algorithms.ppo as ppo`) from
+`volley.algorithms`; every other import stays with Ray.** RLlib's helper modules
+(`ray.rllib.examples.env.*`, `.models.*`) are read unchanged from the wheel. Which scripts run,
+and why the others do not: [benchmarks/RESULTS.md](../benchmarks/RESULTS.md).
+
 `tests/cli/test_rllib_scripts.py` runs RLlib's quick-start, "RLlib in 60 seconds" and a
 classic course exercise (train, save, `Algorithm.from_checkpoint`, `compute_single_action`)
 this way. Below: what volley does with each of RLlib's methods, result keys and config
@@ -134,6 +144,12 @@ False}`) it is accepted and changes nothing.
 | `MultiDiscrete`, `MultiBinary`, `Box` of any shape, `Tuple` / `Dict` action spaces (RLlib's `nested_action_spaces` example) | PPO, PG and TRPO: a product of parts (categoricals, a diagonal Gaussian), log-probability, entropy and KL summed; actions travel flat (RLlib's flattened actions), the environment gets them in the space's structure. `MultiBinary` is a categorical over {0, 1} per element (RLlib has none). DQN and Ape-X: `Discrete` |
 | A Dict observation with `"action_mask"` (and `"observations"`), `environment(action_mask_key=...)`; sb3-contrib's `env.action_masks()` | volley masks the logits itself (RLlib leaves it to a custom model, which still may): probability 0 in PPO, PG, TRPO, IMPALA and APPO, never taken by DQN and Ape-X ([extending.md](extending.md#action-masking)) |
 | `config["lr"]`, `config["lr"] = 1e-3`, `config.get("lr")`, `config.update_from_dict({...})`, `config.to_dict()`, `PPOConfig.from_dict(d)`, `config.copy(copy_frozen=False)`, `config.freeze()`, `config.validate()` | the same; a frozen config (and every built algorithm's `algo.config`) refuses changes in one line |
+| A dict of keys with one volley does not know (`config["train-iterations"] = 2` in the dict a script hands to Tune or `PPO(config=d)`, popped by the script later) | kept, as RLlib keeps it: `config["train-iterations"]` reads it back, `to_dict()` passes it on, and a warning (once per key and process) names it with the closest known keys, so a typo does not go unnoticed. Through `from_dict`, `update_from_dict`, `config[key] = value` and `PPO(config=d)`; the builder methods (`.training(trian_batch_size=...)`) still refuse an unknown keyword, as RLlib's do |
+| `config.model["use_lstm"] = True`, `config.model.update({...})`, `config["model"]["fcnet_hiddens"]`, `dict(config.model)` | the same: `config.model` reads and writes like RLlib's model dict, each key checked as `training(model={...})` checks it (a typo: one line with the closest key) |
+| `env_config={"space": gymnasium.spaces.Dict(...)}` or any other picklable object | the same (the Ray engine ships it to every worker; an unpicklable value is one line naming it). A checkpoint stores what JSON holds and records under `not_stored` what it could not; `Algorithm.from_checkpoint(path)` then asks for it in one line (`give it again, Algorithm.from_checkpoint(path, env_config=...)`) |
+| `lr=tune.grid_search([...])`, `tune.uniform(...)`, any Tune search space in any key (in `model={...}` too) | kept as given: `to_dict()` (and a config as `param_space`) hands it to Tune, which picks a value per trial; `build()` on a config still holding one is one line naming the key |
+| `PPO(config=d)`, `PPO(env="CartPole-v1")` | the same: a dict of keys, or the defaults, with `env` set on them |
+| An environment creator reading `env_config.worker_index`, `.vector_index`, `.num_workers` | the same: the creator gets RLlib's `EnvContext`, the `env_config` dict with where the copy runs |
 | `algo.train()` | the same; the result has volley's flat keys and RLlib's nested ones (below) |
 | `algo.evaluate()` | the same, with `evaluation_*` settings; returns the flat keys, `env_runners` (new stack) and `evaluation` (old stack's wrapper) |
 | `algo.save()`, `algo.save(dir)`, `algo.save_to_path()` | the same: a checkpoint directory (JSON + safetensors, atomic); without a directory it goes to `~/volley_results/<Algo>_<env>_<time>/checkpoint_<iteration>`; the string returned also has RLlib 2.x's `.checkpoint.path` |
@@ -149,8 +165,8 @@ False}`) it is accepted and changes nothing.
 | `PPOConfig.overrides(explore=False)` (for `evaluation_config`) | the same: a dict of the keys given, each checked against the class |
 | `config.training(lr=[[0, 1e-3], [1e6, 1e-4]], entropy_coeff=[[...]])`, old stack `lr_schedule`, `entropy_coeff_schedule` | the same: RLlib's piecewise-linear schedule over the environment steps sampled (`volley.schedules`: linear between points, the last value outside them, as RLlib's `PiecewiseSchedule`); after each update the learner's rate becomes the value at the steps sampled so far, as RLlib's learners set it |
 | `from ray.tune.registry import get_trainable_cls`; `get_trainable_cls("PPO").get_default_config()` | `from volley import get_trainable_cls`: the algorithm class by RLlib's name (`"APEX"` is Ape-X) |
-| `tune.with_resources(train_fn, PPO.default_resource_request(config))` | the same: Tune's `PlacementGroupFactory` of one bundle for the trial (`num_cpus_for_driver`, default 1) and one per Ray rollout worker, as `volley tune` reserves |
-| `tune.Tuner("PPO", param_space=config)` (or `config.to_dict()`) | the same once `volley.tune` is imported (it registers volley's algorithms under RLlib's names). `tune.Tuner(PPO, ...)` with the class: Tune takes only `tune.Trainable` subclasses, which volley's algorithms are not (no algorithm imports Ray); pass `volley.tune.trainable(PPO)` |
+| `tune.with_resources(train_fn, PPO.default_resource_request(config))` | the same: Tune's `PlacementGroupFactory` of one bundle for the trial (`num_cpus_for_driver`, default 1) and one per Ray rollout and evaluation worker, as `volley tune` reserves |
+| `tune.Tuner("PPO", param_space=config)` (a config or `config.to_dict()`), `tune.run("PPO", config=...)` | the same, once a script that imported Ray took a config class, an algorithm or `get_trainable_cls` from `volley` (or imported `volley.tune`): Tune's RLlib names (`"PPO"`, `"DQN"`, `"APEX"`, ...) then run volley's algorithm, and the environment classes and `register_env` names the script made reach each trial's process. `tune.Tuner(PPO, ...)` with the class: Tune takes only `tune.Trainable` subclasses, which volley's algorithms are not (no algorithm imports Ray); pass `volley.tune.trainable(PPO)` |
 | `rllib train file cartpole-ppo.yaml --framework torch` | `volley train --config cartpole-ppo.yaml --framework torch`: RLlib's tuned-example files as they are (one experiment `{name: {env, run, stop, config}}`; stop on `episode_reward_mean`, `timesteps_total`, `training_iteration`, `time_total_s` and their new-stack names); every key of `config` goes through the builder, so one volley does not support is refused in one line |
 
 ## RLlib's own key lists

@@ -8,6 +8,7 @@ built-in algorithm, so each is registered by name.
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import TYPE_CHECKING, Any
 
 from volley._version import __version__
@@ -75,6 +76,8 @@ def __getattr__(name: str) -> Any:
     if name not in _HOMES:
         raise AttributeError(f"module 'volley' has no attribute {name!r}")
     importlib.import_module("volley.algorithms")  # registers the built-in algorithms by name
+    if "ray" in sys.modules and _HOMES[name] in ("volley.algorithms", "volley.config"):
+        importlib.import_module("volley.tune")  # a Ray script: Tune's "PPO" runs volley's PPO from now on
     return getattr(importlib.import_module(_HOMES[name]), name)
 
 

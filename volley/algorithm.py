@@ -12,9 +12,9 @@ algorithm classes and what reads it (``named``, ``from_checkpoint``).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
-from volley.checkpoint import read_checkpoint
+from volley.checkpoint import check_restorable, read_checkpoint
 from volley.config import AlgorithmConfig
 from volley.errors import CheckpointError, ConfigError, did_you_mean
 from volley.learner.loop import Learner
@@ -26,8 +26,6 @@ _REGISTRY: dict[str, type[Algorithm]] = {}
 
 class Algorithm(Learner):
     """Base of every algorithm; build one with ``SomeConfig(...).build()``."""
-
-    config_class: ClassVar[type[AlgorithmConfig]]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -75,6 +73,7 @@ class Algorithm(Learner):
             algo_cls = cls.named(str(manifest.get("algorithm")))
         except ConfigError as exc:
             raise CheckpointError(f"checkpoint '{path}' cannot be loaded: {exc}") from None
+        check_restorable(path, manifest, overrides)
         config = algo_cls.config_class.from_dict(manifest["config"])
         config = config.update(**{**(config.to_play() if to_play else {}), **overrides})
         algo = algo_cls(config)

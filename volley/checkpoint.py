@@ -24,6 +24,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from volley._version import __version__
+from volley.coercion import is_json_data
 from volley.errors import CheckpointError
 
 FORMAT_VERSION = 1
@@ -63,13 +64,41 @@ class SavedCheckpoint(str):
         return str(self)
 
 
+def json_part(value: Any, where: str) -> tuple[Any, dict[str, str]]:
+    """``value`` without what JSON cannot hold (a config's ``env_config`` may hold a gymnasium
+    space, an unknown key any object): each such part left out, by its path and type name."""
+    if isinstance(value, dict):
+        kept: dict[str, Any] = {}
+        left: dict[str, str] = {}
+        for key, item in value.items():
+            path = f"{where}[{key!r}]" if where else str(key)
+            if not isinstance(key, str):
+                left[path] = type(item).__name__
+                continue
+            kept_item, left_item = json_part(item, path)
+            left.update(left_item)
+            if not left_item or kept_item is not None:
+                kept[key] = kept_item
+        return kept, left
+    if not is_json_data(value):  # a tuple too: JSON would give it back as a list
+        return None, {where: type(value).__name__}
+    return value, {}
+
+
+NOT_STORED = "not_stored"  # the manifest's record of the config's parts JSON could not hold
+
+
 def write_checkpoint(path: str | os.PathLike, tensors: dict[str, torch.Tensor],
                      manifest: dict[str, Any]) -> Path:
-    """Write ``tensors`` and ``manifest`` (JSON data) to directory ``path``, atomically.
+    """Write ``tensors`` and ``manifest`` to directory ``path``, atomically; of the manifest's
+    ``config``, what JSON holds (the rest is named under ``not_stored``).
 
     Replacing an existing checkpoint sets the old one aside first (one rename), so a
     crash between the two renames leaves it whole under a hidden name, never half of it.
     """
+    if "config" in manifest:
+        config, left = json_part(manifest["config"], "")
+        manifest = {**manifest, "config": config, NOT_STORED: left}
     dest = Path(path).absolute()
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}{_WRITING}", dir=dest.parent))
@@ -144,6 +173,16 @@ def read_checkpoint(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], d
     except SafetensorError as exc:
         raise CheckpointError(f"checkpoint '{path}' is corrupt: {exc}") from None
     return tensors, manifest
+
+
+def check_restorable(path: str | os.PathLike, manifest: dict[str, Any], given: dict[str, Any]) -> None:
+    """A CheckpointError naming the first part of the config the checkpoint could not store (not
+    JSON data) unless ``given`` (the config keys passed to restore it with) sets it again."""
+    for part, kind in manifest.get(NOT_STORED, {}).items():
+        key = part.split("[")[0]
+        if key not in given:
+            raise CheckpointError(f"checkpoint '{path}' could not store config {part} (a {kind}, not JSON "
+                                  f"data): give it again, Algorithm.from_checkpoint({str(path)!r}, {key}=...)")
 
 
 def flatten_optimizer(state: dict[str, Any], prefix: str) -> tuple[dict[str, torch.Tensor], dict]:

@@ -12,6 +12,7 @@ import dataclasses
 import json
 import math
 import numbers
+import pickle
 import types
 import typing
 from typing import Any, Literal, Union
@@ -38,6 +39,26 @@ def is_json_data(value: Any) -> bool:
         return bool(json.loads(json.dumps(value, allow_nan=False)) == value)
     except (TypeError, ValueError, RecursionError):
         return False
+
+
+def is_search_space(value: Any) -> bool:
+    """True for a Ray Tune search space (``tune.grid_search`` or a sampled domain such as
+    ``tune.uniform``), told apart without importing Ray: Tune resolves it per trial."""
+    return (isinstance(value, dict) and list(value) == ["grid_search"]) or \
+        type(value).__module__.startswith("ray.tune.search")
+
+
+def picklable_dict(key: str, value: Any) -> dict:
+    """A copy of ``value``, a dict of any picklable objects (RLlib's ``env_config``: the Ray
+    engine ships it to each worker), or a ConfigError naming the key and what failed."""
+    if not isinstance(value, dict):
+        raise ConfigError(f"config key '{key}' must be a dict, got {shown(value)} ({type(value).__name__})")
+    try:
+        pickle.dumps(value)
+    except (pickle.PicklingError, TypeError, AttributeError) as exc:
+        raise ConfigError(f"config key '{key}' must hold picklable values (Ray ships it to every worker), "
+                          f"got {shown(value)}: {exc}") from None
+    return copy.deepcopy(value)
 
 
 def coerce(key: str, value: Any, hint: Any) -> Any:
@@ -97,3 +118,52 @@ def coerce(key: str, value: Any, hint: Any) -> Any:
     if dataclasses.is_dataclass(hint):
         return value
     raise TypeError(f"unsupported config type {hint!r} for '{key}'")  # a bug in volley, not user input
+
+
+class FieldsAsDict:
+    """A dataclass that also reads and writes like a dict of its fields, each value set checked
+    as its field's type (RLlib's ``config.model`` is a dict: ``config.model["use_lstm"] = True``)."""
+
+    DICT_NAME: typing.ClassVar[str] = "config"  # the key it is under, in messages
+
+    def extra_items(self) -> dict[str, Any]:
+        """Keys beside the fields that read like them (none here)."""
+        return {}
+
+    def keys(self) -> list[str]:
+        return [f.name for f in dataclasses.fields(typing.cast(Any, self))] + list(self.extra_items())
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self.extra_items():
+            return self.extra_items()[key]
+        if key not in self.keys():
+            raise KeyError(f"{self.DICT_NAME} has no key {key!r}{did_you_mean(str(key), self.keys())}")
+        return getattr(self, key)
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        """Set one field, checked as the config's builder checks it (a Tune search space is kept)."""
+        hints = {f.name: typing.get_type_hints(type(self))[f.name] for f in dataclasses.fields(typing.cast(Any, self))}
+        if key not in hints:
+            raise ConfigError(f"unknown {self.DICT_NAME} key {key!r}{did_you_mean(str(key), hints)} (RLlib's "
+                              f"other {self.DICT_NAME} keys: config.training({self.DICT_NAME}={{{key!r}: ...}}))")
+        setattr(self, key, value if is_search_space(value) else coerce(f"{self.DICT_NAME}.{key}", value, hints[key]))
+
+    def __iter__(self) -> typing.Iterator[str]:
+        return iter(self.keys())
+
+    def __len__(self) -> int:
+        return len(self.keys())
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.keys()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self[key] if key in self.keys() else default
+
+    def items(self) -> list[tuple[str, Any]]:
+        return [(key, self[key]) for key in self.keys()]
+
+    def update(self, other: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        """``config.model.update({...})``: each key set as by ``config.model[key] = value``."""
+        for key, value in {**(other or {}), **kwargs}.items():
+            self[key] = value

@@ -13,13 +13,16 @@ import copy
 import dataclasses
 import math
 import os
+import sys
+import types
 import typing
+import warnings
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from volley.callbacks import callbacks_name
-from volley.coercion import coerce
+from volley.coercion import FieldsAsDict, coerce, is_search_space, picklable_dict
 from volley.errors import ConfigError, did_you_mean, shown
 from volley.named import CUSTOM_ACTION_DISTS, CUSTOM_MODELS, env_name, function_name
 from volley.rllib_compat import NOT_PASSED_TO_CUSTOM_MODELS, rllib_key
@@ -40,6 +43,19 @@ MIN_DIM = 36
 # keys holding a function, kept by name (volley.named)
 FUNCTION_KEYS = ("env_task_fn", "custom_evaluation_function")
 
+# The unknown keys warned about in this process (once each)
+_WARNED: set[str] = set()
+
+
+def _outside_volley() -> int:
+    """The ``stacklevel`` of a warning that points at the first caller outside volley."""
+    frame: types.FrameType | None = sys._getframe(1)
+    level = 1
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("volley"):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 # Environments in all when num_envs_per_worker is "auto": the count PPO's defaults were tuned with
 # (16 x 128 steps per batch); shared among the workers, every engine samples batches of one shape
 AUTO_ENVS = 16
@@ -55,8 +71,11 @@ def option(default: Any, group: str, help: str) -> Any:
 
 
 @dataclass(kw_only=True)
-class ModelConfig:
-    """The policy/value network (``config.training(model={...})``)."""
+class ModelConfig(FieldsAsDict):
+    """The policy/value network (``config.training(model={...})``); reads and writes like RLlib's
+    model dict too (``config.model["use_lstm"] = True``)."""
+
+    DICT_NAME: ClassVar[str] = "model"
 
     fcnet_hiddens: list[int] = field(default_factory=lambda: [64, 64],
                                      metadata={"help": "hidden layer sizes of the MLP"})
@@ -96,6 +115,10 @@ class ModelConfig:
         default="orthogonal",
         metadata={"help": "weights of the MLP and the heads: 'orthogonal' (gain √2, policy head 0.01; "
                           "PPO's) or 'normal' (N(0, 1/fan_in) on every layer; Karpathy's Pong)"})
+
+    def extra_items(self) -> dict[str, Any]:
+        """RLlib's other model keys set beside a custom model: ``config.model[key]`` reads them too."""
+        return self.rllib_model_keys
 
     def validate(self, algo_name: str, network: NetworkKind) -> None:
         """A ConfigError naming the first model key out of range or unfit for ``algo_name``."""
@@ -161,10 +184,13 @@ class AlgorithmConfig:
     # ours (a function). Apart from ALIASES, so docs/rllib.md lists RLlib's names only.
     SB3_KEYS: ClassVar[dict[str, str | Callable[[Any], dict[str, Any]]]] = {}
     algo_name: ClassVar[str] = ""
+    # RLlib 2.9's examples branch on it (checkpoint_by_custom_criteria): volley is the old API stack
+    _enable_new_api_stack: ClassVar[bool] = False
 
     env: str = option("CartPole-v1", "environment", "Gymnasium id, or a name given to register_env")
-    env_config: dict = option({}, "environment", "keyword arguments for the environment creator (JSON data; "
-                              "an ALE frameskip [low, high] becomes ale-py's stochastic pair)")
+    env_config: dict = option({}, "environment", "keyword arguments for the environment creator (any picklable "
+                              "values; a checkpoint stores the JSON ones; an ALE frameskip [low, high] becomes "
+                              "ale-py's stochastic pair)")
     observation_filter: Literal["NoFilter", "MeanStdFilter"] = option(
         "NoFilter", "environment", "running mean/std normalisation of observations, merged across workers")
     atari_preprocessing: Literal["deepmind", "karpathy", "none"] = option(
@@ -266,8 +292,8 @@ class AlgorithmConfig:
         None, "evaluation", "RLlib's fn(algorithm, eval_workers) -> metrics, called in place of volley's "
         "evaluation episodes; its metrics go under result['evaluation'] (kept as 'module:name')")
     evaluation_parallel_to_training: bool = option(
-        False, "evaluation", "RLlib's overlap of evaluation with training; volley evaluates between "
-        "iterations, so only False is accepted")
+        False, "evaluation", "RLlib's overlap of evaluation with training: accepted, and volley evaluates "
+        "after the iteration's training step either way (the same result keys; the time is not overlapped)")
 
     metrics_num_episodes_for_smoothing: int = option(
         100, "reporting", "episodes averaged in episode_reward_mean (and in custom_metrics)")
@@ -411,12 +437,17 @@ class AlgorithmConfig:
 
     def update(self, **kwargs: Any) -> typing.Self:
         """Set any keys (aliases and RLlib's spellings accepted), checking each name and type."""
-        return self._update_group(None, kwargs)
+        return self._update_group(None, kwargs, lenient=vars(self).get("_lenient", False))
 
-    def _update_group(self, group: str | None, kwargs: dict[str, Any]) -> typing.Self:
+    def _update_group(self, group: str | None, kwargs: dict[str, Any], lenient: bool = False) -> typing.Self:
+        """Set ``kwargs``; with ``lenient`` (a dict of keys, as RLlib takes one), a key volley does not
+        know is kept beside the config (:meth:`unknown_keys`) and warned about once, not refused."""
         specs = self.field_specs()
         for key, value in kwargs.items():
             if unset_deprecated(key, value):  # RLlib's -1 for a deprecated key nobody set
+                continue
+            if is_search_space(value):  # Tune resolves it per trial: kept as given until then
+                self._set_search_space(key, value, specs)
                 continue
             sb3 = self.SB3_KEYS.get(key)
             if callable(sb3):
@@ -427,8 +458,11 @@ class AlgorithmConfig:
             rllib = None if sb3 is not None else rllib_key(key, self.algo_names(), specs)
             if name not in specs and rllib is None:
                 known = list(specs) + list(self.ALIASES) + list(self.SB3_KEYS)
-                raise ConfigError(f"unknown config key {key!r} for {type(self).__name__}"
-                                  f"{did_you_mean(key, known)}")
+                if not lenient:
+                    raise ConfigError(f"unknown config key {key!r} for {type(self).__name__}"
+                                      f"{did_you_mean(key, known)}")
+                self._keep_unknown(key, value, known)
+                continue
             groups = {*(rllib.groups if rllib is not None else ()),
                       *([specs[name][0].metadata["group"]] if name in specs else [])}
             if group is not None and group not in groups and sb3 is None:  # SB3 has no builder methods
@@ -442,9 +476,50 @@ class AlgorithmConfig:
                     self._set(label, target, item, specs[target][1])
         return self
 
+    def _keep_unknown(self, key: str, value: Any, known: list[str]) -> None:
+        """Keep a key volley does not know, as RLlib keeps it (a script's own, popped later by it);
+        a warning, once per key and process, names the closest known key in case of a typo."""
+        self._keep(key, value)
+        if key not in _WARNED:
+            _WARNED.add(key)
+            warnings.warn(f"config key {key!r} is not one of {type(self).__name__}'s: kept (config[{key!r}] "
+                          f"and to_dict() hold it), unused by volley{did_you_mean(key, known)}",
+                          stacklevel=_outside_volley())
+
+    def _set_search_space(self, key: str, value: Any, specs: dict[str, tuple[dataclasses.Field, Any]]) -> None:
+        """Keep a Tune search space under the key as given: ``to_dict()`` hands it to Tune, which
+        resolves it per trial; :meth:`validate` refuses to build with one."""
+        name = self.ALIASES.get(key, key)
+        if name in specs:
+            setattr(self, name, value)
+        else:  # RLlib's spelling of a key: translated once Tune has picked the value
+            self._keep(key, value)
+
+    def _keep(self, key: str, value: Any) -> None:
+        """Keep ``key`` beside the fields (refused, as every change, once the config is frozen)."""
+        self.__setattr__("_unknown", {**self.unknown_keys(), key: value})
+
+    def unknown_keys(self) -> dict[str, Any]:
+        """The keys a dict gave this config that volley does not know (kept, as RLlib keeps them),
+        and Tune search spaces under RLlib's spellings of a key."""
+        return dict(self.__dict__.get("_unknown", {}))
+
+    def search_spaces(self) -> dict[str, Any]:
+        """The keys (``model.fcnet_hiddens`` for a model key) holding a Tune search space."""
+        found = {}
+        for key, value in self.to_dict().items():
+            items = value.items() if isinstance(value, dict) and not is_search_space(value) else ()
+            found.update({f"{key}.{k}": v for k, v in items if is_search_space(v)})
+            if is_search_space(value):
+                found[key] = value
+        return found
+
     def _set(self, label: str, name: str, value: Any, hint: Any) -> None:
         if hint is ModelConfig:  # `model`, and SAC's q_model_config
             value = self._merge_model(name, value)
+        elif name == "env_config":  # any picklable objects (gymnasium spaces...), as RLlib takes
+            setattr(self, name, picklable_dict(label, value))
+            return
         elif name == "env" and not isinstance(value, str):
             value = env_name(value)
         elif name in FUNCTION_KEYS and value is not None and not isinstance(value, str):
@@ -471,7 +546,9 @@ class AlgorithmConfig:
                 item = CUSTOM_MODELS.name_of(item)  # a class given directly (RLlib takes either)
             if key == "custom_action_dist" and item is not None and not isinstance(item, str):
                 item = CUSTOM_ACTION_DISTS.name_of(item)
-            if key in hints:
+            if key in hints and is_search_space(item):  # resolved per trial by Tune
+                setattr(model, key, item)
+            elif key in hints:
                 setattr(model, key, coerce(f"{name}.{key}", item, hints[key]))
             elif rllib is not None and custom and key not in NOT_PASSED_TO_CUSTOM_MODELS:
                 model.rllib_model_keys = {**model.rllib_model_keys, **coerce(f"{name}.{key}", {key: item}, dict)}
@@ -525,6 +602,9 @@ class AlgorithmConfig:
 
     def validate(self) -> None:
         """Check ranges and combinations; raise a ConfigError that names the value."""
+        for key, space in self.search_spaces().items():
+            raise ConfigError(f"config key '{key}' holds a Tune search space ({shown(space)}): Tune picks "
+                              "one value per trial (tune.Tuner('PPO', param_space=config)); build() needs a value")
         positive = {"train_batch_size": self.train_batch_size,
                     "evaluation_duration": self.evaluation_duration,
                     "metrics_num_episodes_for_smoothing": self.metrics_num_episodes_for_smoothing,
@@ -592,9 +672,6 @@ class AlgorithmConfig:
             raise ConfigError(f"evaluation_num_workers={self.evaluation_num_workers} with engine='mpi': "
                               "every MPI rank is a training worker; set evaluation_num_workers=0 (rank 0 "
                               "evaluates on its own environment)")
-        if self.evaluation_parallel_to_training:
-            raise ConfigError("evaluation_parallel_to_training=True is not supported: volley evaluates "
-                              "between training iterations; leave it False")
         nested = {"evaluation_config", "evaluation_interval", "evaluation_num_workers"} & set(
             self.evaluation_config)
         if nested:
@@ -614,20 +691,29 @@ class AlgorithmConfig:
     # -- serialisation, and RLlib's dict-like access ------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
-        """All keys as plain JSON-ready data."""
-        return dataclasses.asdict(self)
+        """All keys as plain data (JSON-ready but for ``env_config``'s objects and unknown keys),
+        the unknown keys a dict gave it included."""
+        return {**dataclasses.asdict(self), **copy.deepcopy(self.unknown_keys())}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> typing.Self:
-        """Rebuild a config from :meth:`to_dict` output (or any partial dict of keys)."""
-        return cls().update(**data)
+        """Rebuild a config from :meth:`to_dict` output (or any partial dict of keys); keys volley
+        does not know are kept, as RLlib keeps them, with a warning."""
+        return cls().update_from_dict(data)
 
     def update_from_dict(self, config_dict: dict[str, Any]) -> typing.Self:
-        """RLlib's name for :meth:`update` with a dict of keys."""
-        return self.update(**config_dict)
+        """RLlib's name for :meth:`update` with a dict of keys; keys volley does not know are kept
+        (``config[key]`` reads them back, ``to_dict()`` passes them on) and warned about once."""
+        vars(self)["_lenient"] = True  # for update(), which a config class may extend (SAC's does)
+        try:
+            return self.update(**config_dict)
+        finally:
+            del vars(self)["_lenient"]
 
     def __getitem__(self, key: str) -> Any:
         """``config["lr"]``, as in RLlib: a key's value; an alias or RLlib's name reads its key."""
+        if key in self.unknown_keys():
+            return self.unknown_keys()[key]
         sb3 = self.SB3_KEYS.get(key)
         name = self.ALIASES.get(key) or (sb3 if isinstance(sb3, str) else key)
         rllib = rllib_key(key, self.algo_names(), self.field_specs())
@@ -638,8 +724,8 @@ class AlgorithmConfig:
         return getattr(self, name)
 
     def __setitem__(self, key: str, value: Any) -> None:
-        """``config["lr"] = 1e-3``, as in RLlib: :meth:`update` of one key."""
-        self.update(**{key: value})
+        """``config["lr"] = 1e-3``, as in RLlib: :meth:`update_from_dict` of one key."""
+        self.update_from_dict({key: value})
 
     def __contains__(self, key: object) -> bool:
         return isinstance(key, str) and self.get(key, self) is not self

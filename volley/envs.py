@@ -11,6 +11,8 @@ environment can be named by its index and replaced alone.
 from __future__ import annotations
 
 import contextlib
+import copy
+import itertools
 import re
 from collections.abc import Callable
 from typing import Any, cast
@@ -18,6 +20,7 @@ from typing import Any, cast
 import gymnasium as gym
 import numpy as np
 
+from volley.callbacks import EnvContext
 from volley.errors import ConfigError, EnvError, VolleyError, did_you_mean
 from volley.named import ENVIRONMENTS
 from volley.spaces import action_layout
@@ -195,9 +198,14 @@ def _atari_vector_env(env: str, num_envs: int, preprocessing: str, env_config: d
 
 
 def _checked_creator(name: str, creator: EnvCreator, env_config: dict) -> Callable[[], gym.Env]:
+    made_before = itertools.count()
+
     def make() -> gym.Env:
+        context = copy.copy(env_config)
+        if isinstance(context, EnvContext):  # RLlib's index of this copy in the worker's vector
+            context.vector_index = next(made_before)
         try:
-            made = creator(env_config)
+            made = creator(context)
         except VolleyError:
             raise
         except Exception as exc:  # the user's creator: name it, keep the cause for Python users
@@ -448,7 +456,7 @@ def make_vector_env(env: str, num_envs: int, *, env_config: dict | None = None,
     ``horizon`` (RLlib's older key) truncates episodes after that many steps (:func:`time_limited`);
     ALE pixel frames are ``dim`` x ``dim`` with the DeepMind preprocessing (RLlib's ``model["dim"]``).
     """
-    env_config = dict(env_config or {})
+    env_config = copy.copy(env_config) if env_config is not None else {}  # an EnvContext stays one
     creator = creator or registered_creator(env)
     if creator is not None and vectorize_mode == "vector_entry_point":
         raise ConfigError(f"vectorize_mode='vector_entry_point' but environment '{env}' is made by a "

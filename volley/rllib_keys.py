@@ -240,7 +240,7 @@ INTERNAL: list[tuple[tuple[str, ...], str, tuple[str, ...]]] = [
         "episode_lookback_horizon", "episodes_to_numpy", "merge_env_runner_states",
         "broadcast_env_runner_states", "use_worker_filter_stats", "update_worker_filter_stats",
         "synchronize_filters", "use_env_runner_state_server", "env_runner_state_server_max_concurrency",
-        "enable_connectors", "env_runner_cls", "worker_cls", "sample_collector", "ignore_final_observation",
+        "env_runner_cls", "worker_cls", "sample_collector", "ignore_final_observation",
         "max_requests_in_flight_per_sampler_worker", "sampler_perf_stats_ema_coef", "replay_sequence_length")),
     (("training",), "volley's learner is one torch module in the driver process, updated by the "
      "algorithm's own loss", (
@@ -324,6 +324,9 @@ DUMP_KEYS: list[RLlibKey] = [
                "`vectorize_mode`: `'sync'` (copies stepped one after another, RLlib's default) or "
                "`'vector_entry_point'` (the environment's own vector); `'async'` refused",
                example="vector_entry_point"),
+    accepted("enable_connectors", ("rollouts",), "volley has no connector pipelines, so with either value a "
+             "worker filters observations (observation_filter) and clips rewards and actions alike",
+             example=False),
     accepted("create_local_env_runner", ("rollouts",), "volley builds the driver's environment where it is "
              "used (evaluate(), algo.env) or with create_env_on_driver", example=False),
     refused("shuffle_batch_per_epoch", ("training",), "volley's PPO shuffles the batch every epoch",

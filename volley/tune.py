@@ -3,9 +3,7 @@
 Tune does the searching, scheduling and early stopping; this module only makes a
 volley run a trial::
 
-    import ray
-import ray
-from ray import tune
+    from ray import tune
     from volley.tune import trainable
 
     tuner = tune.Tuner(trainable("ppo"),
@@ -33,6 +31,7 @@ from typing import Any, ClassVar
 
 import ray
 from ray import tune
+from ray.tune.registry import TRAINABLE_CLASS, _global_registry
 
 from volley.algorithm import Algorithm
 from volley.algorithms import ALGORITHMS, RLLIB_NAMES, get_config_class
@@ -46,6 +45,7 @@ from volley.named import CUSTOM_ACTION_DISTS, CUSTOM_MODELS, ENVIRONMENTS, FUNCT
 NAMED = {"env": ENVIRONMENTS, "custom_model": CUSTOM_MODELS, "custom_action_dist": CUSTOM_ACTION_DISTS,
          "function": FUNCTIONS}
 METRIC = "episode_reward_mean"
+OBJECTS = "volley-objects-of-"  # the registry key prefix under which a trial finds the user's objects
 
 
 class VolleyTrainable(tune.Trainable):
@@ -66,15 +66,30 @@ class VolleyTrainable(tune.Trainable):
         for kind, objects in cls.user_objects.items():
             for name, user_object in objects.items():
                 NAMED[kind].register(name, user_object)
-        return as_trial(cls.config_class.from_dict(cls.base_config).update(**params))
+        return as_trial(cls.config_class.from_dict(cls.base_config).update_from_dict(params))
 
     @classmethod
     def default_resource_request(cls, config: dict[str, Any]) -> tune.PlacementGroupFactory:
         """One bundle for the trial (its learner's ``num_cpus_for_driver`` CPUs, default 1), one per
-        Ray rollout worker."""
-        return trial_resources(cls.algorithm_config(config))
+        Ray rollout worker. Tune asks in the driver as it makes each trial, after the script
+        registered its environments and gave its classes: they go to the trial's process from here
+        (a name such as ``"PPO"`` was registered before the script defined them)."""
+        trial = cls.algorithm_config(config)
+        callbacks = classes_named(trial.callbacks_class)
+        for callbacks_class in callbacks.values():
+            ship_by_value(callbacks_class)
+        _global_registry.register(TRAINABLE_CLASS, f"{OBJECTS}{cls.__name__}",
+                                  {"named": user_objects_of(trial), "callbacks": callbacks})
+        return trial_resources(trial)
 
     def setup(self, config: dict[str, Any]) -> None:
+        key = f"{OBJECTS}{type(self).__name__}"
+        if _global_registry.contains(TRAINABLE_CLASS, key):
+            given = _global_registry.get(TRAINABLE_CLASS, key)
+            remember(given["callbacks"])
+            for kind, objects in given["named"].items():
+                for name, user_object in objects.items():
+                    NAMED[kind].register(name, user_object)
         self.algo: Algorithm = self.algorithm_config(config).build()
         self.algo.results_dir = self.trial_dir  # render_env's videos, save()'s checkpoints
         self.logger = ResultLogger(Path(self.trial_dir), tensorboard=False, out=None)
@@ -111,24 +126,34 @@ def trainable(algo: str | type[Algorithm] | AlgorithmConfig) -> type[VolleyTrain
         base = get_config_class(algo)() if isinstance(algo, str) else algo.copy()
     name = f"Volley{type(base).__name__.removesuffix('Config')}"
     callbacks = classes_named(base.callbacks_class)
-    user_objects = {kind: dict(named.registered) for kind, named in NAMED.items()}
-    for kind, given in (("env", base.env), ("custom_model", base.model.custom_model),
-                        ("custom_action_dist", base.model.custom_action_dist), ("function", base.env_task_fn),
-                        ("function", base.custom_evaluation_function)):
-        found = NAMED[kind].find(given) if given is not None else None
-        if given is not None and found is not None:
-            user_objects[kind][given] = found
-    for user_object in [*callbacks.values(), *(o for objects in user_objects.values() for o in objects.values())]:
-        ship_by_value(user_object)  # a script's or test file's module goes to the trial's process by value
+    user_objects = user_objects_of(base)
+    for user_object in callbacks.values():
+        ship_by_value(user_object)
     return type(name, (VolleyTrainable,), {"base_config": base.to_dict(), "config_class": type(base),
                                            "callbacks_classes": callbacks, "user_objects": user_objects})
+
+
+def user_objects_of(config: AlgorithmConfig) -> dict[str, dict[str, Any]]:
+    """The user's named objects by kind: every one registered in this process, and those ``config``
+    names (a class given directly); each from a script or test file is marked to go by value."""
+    objects = {kind: dict(named.registered) for kind, named in NAMED.items()}
+    for kind, given in (("env", config.env), ("custom_model", config.model.custom_model),
+                        ("custom_action_dist", config.model.custom_action_dist),
+                        ("function", config.env_task_fn), ("function", config.custom_evaluation_function)):
+        found = NAMED[kind].find(given) if isinstance(given, str) else None
+        if found is not None:
+            objects[kind][str(given)] = found
+    for user_object in (o for named in objects.values() for o in named.values()):
+        ship_by_value(user_object)  # a script's or test file's module goes to the trial's process by value
+    return objects
 
 
 def register_rllib_names() -> None:
     """volley's algorithms as Tune trainables under RLlib's names (``"PPO"``, ``"DQN"``, ``"APEX"``),
     so ``tune.Tuner("PPO", param_space=config)`` runs as RLlib's docs spell it; and volley's configs
     as a ``param_space`` (Tune takes RLlib's configs through their ``to_dict()``). Done when this
-    module is imported. Tune takes an algorithm *class* only where it subclasses ``tune.Trainable``,
+    module is imported, which ``volley`` does as a script that imported Ray takes a config class,
+    an algorithm or ``get_trainable_cls`` from it. Tune takes an algorithm *class* only where it subclasses ``tune.Trainable``,
     which volley's cannot (no algorithm imports Ray): ``trainable(PPO)`` is that class."""
     for name in ALGORITHMS:
         tune.register_trainable(name.upper(), trainable(name), warn=False)

@@ -146,7 +146,7 @@ def test_evaluation_workers_on_ray_share_the_episodes(ray_session):
         evaluation = algo.evaluate()
     finally:
         algo.stop()
-    assert evaluation["episodes_this_iter"] == 6  # 3 each, rounded up
+    assert evaluation["episodes_this_iter"] == 5  # 3 and 2, as RLlib shares them
     assert np.isfinite(evaluation["episode_reward_mean"])
 
 

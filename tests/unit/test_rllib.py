@@ -119,8 +119,8 @@ def test_every_rllib_spelling_of_evaluation():
             config.evaluation_duration_unit) == (2, 0, 300, "timesteps")
     assert PPOConfig().evaluation(evaluation_num_workers=3).evaluation_num_workers == 3
     assert PPOConfig().evaluation(evaluation_num_episodes=7).evaluation_duration == 7  # RLlib 1.x
-    with pytest.raises(ConfigError, match=r"evaluation_parallel_to_training=True is not supported"):
-        PPOConfig().evaluation(evaluation_parallel_to_training=True).validate()
+    # parallel_evaluation_and_training.py: accepted; volley evaluates after the training step either way
+    PPOConfig().evaluation(evaluation_parallel_to_training=True, evaluation_interval=2).validate()
     with pytest.raises(ConfigError, match=r"evaluation_force_reset_envs_before_iteration=False is not "
                                           r"supported by volley: volley's evaluation always starts fresh"):
         PPOConfig().evaluation(evaluation_force_reset_envs_before_iteration=False)

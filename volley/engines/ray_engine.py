@@ -187,7 +187,8 @@ def trial_resources(config: AlgorithmConfig) -> Any:
     rollout worker; the trial's workers are then placed inside it (:func:`placement`)."""
     from ray.tune import PlacementGroupFactory
 
-    remote = config.plan().num_workers if config.engine == "ray" else 0
+    # evaluation workers are Ray actors of the trial too (RLlib's request counts them as well)
+    remote = config.plan().num_workers + config.evaluation_num_workers if config.engine == "ray" else 0
     return PlacementGroupFactory([{"CPU": float(config.num_cpus_for_driver or 1)}]
                                  + [{"CPU": config.num_cpus_per_worker}] * remote)
 

@@ -42,12 +42,19 @@ class LearnerBase(ABC):
 
     policy: Policy  # subclasses name the kind they train (ActorCriticPolicy, QNetwork)
     # True where every update goes through reduce_gradients(), so MPI allreduce mode works
+    config_class: ClassVar[type[AlgorithmConfig]]  # each algorithm's own
     averages_gradients: ClassVar[bool] = False
     # True where the loss adds a custom model's custom_loss() (volley.modelv2.with_custom_loss)
     adds_custom_loss: ClassVar[bool] = False
 
-    def __init__(self, config: AlgorithmConfig) -> None:
-        config = config.copy()
+    def __init__(self, config: AlgorithmConfig | dict[str, Any] | None = None, env: Any = None) -> None:
+        """Build from ``config``; as RLlib's, it may be a dict of keys (``PPO(config=d)``) or missing
+        (``PPO(env="CartPole-v1")``: the defaults), and ``env`` sets the environment."""
+        if not isinstance(config, AlgorithmConfig):
+            config = type(self).config_class().update_from_dict(config or {})
+        config = config.copy(copy_frozen=False) if env is not None else config.copy()
+        if env is not None:
+            config.environment(env)
         config.validate()
         if config.mpi_mode == "allreduce" and not self.averages_gradients:
             raise ConfigError(f"mpi_mode='allreduce' is for PPO and PG, not {type(self).__name__}; "

@@ -256,9 +256,13 @@ class Evaluation(Sampling):
             results = [self.driver_worker().evaluate(weights, self.filter_stats, None if by_steps else amount,
                                                      amount if by_steps else None, before_step)]
         else:
-            share = -(-amount // self.eval_workers.num_workers)
+            workers = self.eval_workers.num_workers
+            share = -(-amount // workers)
             results = self.eval_workers.call("evaluate", weights, self.filter_stats,
                                              None if by_steps else share, share if by_steps else None)
+            if not by_steps:  # exactly `amount` episodes, as RLlib plays (13 on 2 workers: 7 and 6)
+                quotas = [amount // workers + (i < amount % workers) for i in range(workers)]
+                results = [(r[:q], n[:q], records[:q]) for (r, n, records), q in zip(results, quotas, strict=True)]
         flat = {**summarize_episodes(episodes_of(results), keep_custom_metrics=cfg.keep_per_episode_custom_metrics),
                 "time_s": time.perf_counter() - start}
         return {**flat, **evaluation_views(flat)}

@@ -20,7 +20,7 @@ import gymnasium as gym
 import numpy as np
 
 from volley.acting import Acting, NumpyActor, Previous, State, zero_actions
-from volley.callbacks import EPISODE_HOOKS, DefaultCallbacks, EpisodeRecord, Hooks
+from volley.callbacks import EPISODE_HOOKS, DefaultCallbacks, EnvContext, EpisodeRecord, Hooks
 from volley.config import AlgorithmConfig, RolloutPlan
 from volley.envs import EnvCreator, check_normalizable, make_vector_env
 from volley.named import CUSTOM_ACTION_DISTS, CUSTOM_MODELS
@@ -130,7 +130,9 @@ class RolloutWorker(StepLoop):
             sub_environments_created(self)
 
     def _make_env(self) -> gym.vector.VectorEnv:
-        return make_vector_env(self.config.env, self.num_envs, env_config=self.config.env_config,
+        # RLlib's creators read where they run from env_config (SimpleCorridor: .worker_index)
+        context = EnvContext(self.config.env_config, self.worker_index, None, self.num_workers)
+        return make_vector_env(self.config.env, self.num_envs, env_config=context,
                                creator=self.env_creator,
                                atari_preprocessing=self.config.atari_preprocessing,
                                render_mode=self.render_mode, vectorize_mode=self.config.vectorize_mode,

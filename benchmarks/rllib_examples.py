@@ -1,0 +1,364 @@
+"""RLlib 2.9.3's own example scripts run on volley: volley's RLlib compatibility suite (issue 49).
+
+    python benchmarks/rllib_examples.py                 # every script (about 12 minutes on 2 shared cores)
+    python benchmarks/rllib_examples.py --fast          # the CI subset (tests/cli/test_rllib_examples.py)
+    python benchmarks/rllib_examples.py custom_env cartpole_lstm --write-results
+
+Nothing of RLlib's is in this repository. ``pip download ray==2.9.3 --no-deps`` fetches the wheel
+once into ``~/.cache/volley/rllib-2.9.3`` (``$VOLLEY_CACHE`` moves it); its ``ray/rllib/examples/``
+is extracted there. Each script is then changed by one fixed rule, on its import statements only:
+
+    in ``from ray... import a, b as c``, every name that volley exports (``volley.__all__``) is
+    imported from ``volley`` instead; every other name, and every ``import ray...``, stays with Ray.
+
+The helper modules the scripts import under their 2.9 names (``ray.rllib.examples.env.*``,
+``.models.*``, ``.policy.*``; the Ray installed, 2.60, moved or removed them) are read unchanged
+from the extracted folder: a ``sitecustomize`` on the script's ``PYTHONPATH`` makes the 2.9 folder
+the first place ``ray.rllib.examples`` looks. The same hook counts, in every process of the run
+(Ray workers and Tune trials included), which ``Algorithm.train`` ran: volley's or RLlib's.
+
+Each script runs in its own process with short stop flags (``--stop-iters 2 --stop-timesteps 2000
+--framework torch --num-cpus 4`` where it has them) and a timeout, and is classified: ``ok`` (exit 0, volley's
+``Algorithm.train`` ran, RLlib's never did, no Tune trial errored, something printed), ``fail``
+(the first root-cause line of the output), ``timeout``, or ``n/a`` with the reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import contextlib
+import dataclasses
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+CACHE = Path(os.environ.get("VOLLEY_CACHE", Path.home() / ".cache" / "volley")) / "rllib-2.9.3"
+EXAMPLES = "ray/rllib/examples/"
+RESULTS = REPO / "benchmarks" / "RESULTS.md"
+LOGS = CACHE / "logs"  # each script's output, to read a failure in full
+SECTION = "## RLlib 2.9.3's example scripts on volley (issue 49)"
+
+# Scripts no volley change can run, each with the reason; the multi-agent ones belong to the
+# multi-agent issue and are run and counted apart.
+NOT_APPLICABLE = {
+    "attention_net_supervised": "TensorFlow only (trains RLlib's TrXLNet with tf.keras)",
+    "custom_keras_model": "TensorFlow only (Keras models)",
+    "fractional_gpus": "needs a GPU",
+    "unity3d_env_local": "needs Unity (ML-Agents)",
+    "self_play_with_open_spiel": "needs OpenSpiel (and is multi-agent)",
+    "self_play_league_based_with_open_spiel": "needs OpenSpiel (and is multi-agent)",
+    "sb2rllib_sb_example": "runs Stable-Baselines3 only",
+    "offline_rl": "reads RLlib's offline data (a later issue)",
+    "saving_experiences": "writes RLlib's offline data (a later issue)",
+    "custom_input_api": "reads RLlib's offline data (a later issue)",
+    "custom_model_loss_and_metrics": "reads RLlib's offline data for its imitation loss (a later issue)",
+    "custom_model_api": "TensorFlow only (calls tf1.enable_eager_execution() whatever the framework)",
+    "parametric_actions_cartpole_embeddings_learnt_by_model": "TensorFlow only (--framework tf or tf2)",
+    "action_masking": "RLlib's new API stack (a custom RLModule), which volley does not implement",
+    "compute_adapted_gae_on_postprocess_trajectory": "a module defining a callbacks class: it runs nothing",
+    "remote_base_env_with_custom_api": "RLlib's RemoteBaseEnv API (remote_worker_envs)",
+    "remote_envs_with_inference_done_on_main_node": "RLlib's RemoteBaseEnv API and its own Algorithm subclass",
+}
+MULTI_AGENT = {
+    "centralized_critic", "centralized_critic_2", "hierarchical_training", "multi_agent_cartpole",
+    "multi_agent_custom_policy", "multi_agent_different_spaces_for_agents",
+    "multi_agent_independent_learning", "multi_agent_parameter_sharing", "multi_agent_two_trainers",
+    "restore_1_of_n_agents_from_checkpoint", "rock_paper_scissors_multiagent", "two_step_game",
+    "two_trainer_workflow",
+}
+# The scripts that finish in seconds each: CI runs them (tests/cli/test_rllib_examples.py)
+FAST = ("cartpole_lstm", "custom_env", "nested_action_spaces", "checkpoint_by_custom_criteria",
+        "parallel_evaluation_and_training", "deterministic_training")
+# Flags that stop a script early, where the script has them, and the arguments of those that
+# spell it otherwise. --num-cpus counts Ray's logical CPUs: 4 lets a trial that reserves two
+# evaluation workers beside itself start on a 2-core machine, as it would on RLlib's test machines
+STOP_FLAGS = {"--stop-iters": "2", "--stop-timesteps": "2000", "--framework": "torch", "--num-cpus": "4"}
+EXTRA_ARGS = {"custom_experiment": ["--train-iterations", "2"]}
+
+# What Ray 2.60 (installed) removed that a 2.9 script uses: such a run fails whatever library trains
+RAY_260 = {
+    "local_mode` is no longer supported": "Ray 2.60 removed ray.init(local_mode=True)",
+    "cannot import name 'Logger' from 'ray.tune.logger'": "Ray 2.60 removed ray.tune.logger.Logger",
+    "ray.train.report` is deprecated when running in a function passed to Ray Tune":
+        "Ray 2.60 refuses ray.train.report in a Tune function",
+    "RunConfig(local_dir)` argument is deprecated": "Ray 2.60 removed RunConfig(local_dir=...)",
+    "cannot import name 'SingleAgentRLModuleSpec'": "Ray 2.60 renamed SingleAgentRLModuleSpec",
+    "No module named 'ray.rllib.utils.deprecation'":
+        "RLlib 2.9's env/multi_agent.py imports ray.rllib.utils.deprecation, which Ray 2.60 moved",
+}
+
+# Runs first in every Python process of a script's run (Ray's workers and Tune's trials too): the
+# 2.9 helper modules, and a line per Algorithm.train call naming whose class it was.
+SITECUSTOMIZE = '''
+import importlib.abc, importlib.machinery, os, sys
+_TREE = os.environ["VOLLEY_SUITE_TREE"]
+_LOG = os.environ["VOLLEY_SUITE_LOG"]
+_WATCH = {"volley.algorithm": "volley", "ray.rllib.algorithms.algorithm": "rllib"}
+
+def _counted(train, owner):
+    def train_counted(self, *args, **kwargs):
+        with open(_LOG, "a") as log:
+            log.write(owner + " " + type(self).__name__ + "\\n")
+        return train(self, *args, **kwargs)
+    return train_counted
+
+class _Loader(importlib.abc.Loader):
+    def __init__(self, loader, owner):
+        self.loader, self.owner = loader, owner
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+    def exec_module(self, module):
+        self.loader.exec_module(module)
+        module.Algorithm.train = _counted(module.Algorithm.train, self.owner)
+
+class _Finder(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "ray.rllib.examples":
+            here = os.path.join(_TREE, "ray", "rllib", "examples")
+            spec = importlib.machinery.PathFinder.find_spec(name, path)
+            places = [here] + (list(spec.submodule_search_locations) if spec else [])
+            return importlib.util.spec_from_file_location(
+                name, os.path.join(here, "__init__.py"), submodule_search_locations=places)
+        if name in _WATCH:
+            spec = importlib.machinery.PathFinder.find_spec(name, path)
+            if spec is not None:
+                spec.loader = _Loader(spec.loader, _WATCH[name])
+            return spec
+        return None
+
+import importlib.util
+sys.meta_path.insert(0, _Finder())
+'''
+
+
+@dataclasses.dataclass
+class Row:
+    script: str
+    kind: str  # "single-agent", "multi-agent", or "n/a"
+    status: str  # "ok", "fail", "timeout", "n/a"
+    detail: str
+    seconds: float = 0.0
+
+
+def fetch() -> Path:
+    """The extracted 2.9.3 tree (``ray/rllib/examples`` inside it), downloading the wheel once."""
+    tree = CACHE / "tree"
+    if (tree / EXAMPLES / "__init__.py").is_file():
+        return tree
+    CACHE.mkdir(parents=True, exist_ok=True)
+    wheels = sorted(CACHE.glob("ray-2.9.3-*.whl"))
+    if not wheels:
+        subprocess.run([sys.executable, "-m", "pip", "download", "ray==2.9.3", "--no-deps", "--only-binary=:all:",
+                        "--python-version", "3.11", "--platform", "manylinux2014_x86_64", "-d", str(CACHE),
+                        "--quiet"], check=True)
+        wheels = sorted(CACHE.glob("ray-2.9.3-*.whl"))
+    with zipfile.ZipFile(wheels[0]) as wheel:
+        wheel.extractall(tree, [n for n in wheel.namelist() if n.startswith(EXAMPLES)])
+    return tree
+
+
+def volley_names() -> set[str]:
+    """The names the rule takes from volley: those the package exports, and its algorithm modules
+    (as ``algorithms.ppo``)."""
+    code = ("import pkgutil, volley, volley.algorithms as a; print(*volley.__all__, "
+            "*('algorithms.' + m.name for m in pkgutil.iter_modules(a.__path__)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env=child_env(Path(), Path(), Path()))
+    return set(out.stdout.split())
+
+
+def _spelled(aliases: list[ast.alias]) -> str:
+    return ", ".join(a.name + (f" as {a.asname}" if a.asname else "") for a in aliases)
+
+
+def rewrite(source: str, exported: set[str]) -> str:
+    """The script with the rule applied to its imports from Ray (nothing else changes)."""
+    lines = source.splitlines(keepends=True)
+    for node in sorted(ast.walk(ast.parse(source)), key=lambda n: getattr(n, "lineno", 0), reverse=True):
+        text = None
+        indent = lines[node.lineno - 1][: node.col_offset] if isinstance(node, (ast.Import, ast.ImportFrom)) else ""
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (f"{node.module}.").startswith("ray."):
+            home = "volley.algorithms" if node.module == "ray.rllib.algorithms" else "volley"
+            ours = [a for a in node.names if (f"algorithms.{a.name}" if home != "volley" else a.name) in exported]
+            theirs = [a for a in node.names if a not in ours]
+            if ours:
+                text = f"{indent}from {home} import {_spelled(ours)}\n"
+                text += f"{indent}from {node.module} import {_spelled(theirs)}\n" if theirs else ""
+        elif isinstance(node, ast.Import) and len(node.names) == 1 and node.names[0].asname:
+            module = node.names[0].name.removeprefix("ray.rllib.")
+            if module != node.names[0].name and module in exported:  # import ray.rllib.algorithms.ppo as ppo
+                text = f"{indent}import volley.{module} as {node.names[0].asname}\n"
+        if text is not None:
+            lines[node.lineno - 1: node.end_lineno] = [text]
+    return "".join(lines)
+
+
+def child_env(site: Path, tree: Path, log: Path) -> dict[str, str]:
+    """The script's environment: this checkout's volley first, then the hook."""
+    path = [str(REPO), str(site), os.environ.get("PYTHONPATH", "")]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in path if p), "VOLLEY_SUITE_TREE": str(tree),
+            "VOLLEY_SUITE_LOG": str(log), "PYTHONUNBUFFERED": "1", "RAY_DEDUP_LOGS": "0",
+            "RAY_ADDRESS": "local"}  # a cluster of its own, never another one running on this machine
+
+
+def arguments(name: str, source: str) -> list[str]:
+    """The script's own flags that stop it early."""
+    args = [item for flag, value in STOP_FLAGS.items() if f'"{flag}"' in source for item in (flag, value)]
+    return args + EXTRA_ARGS.get(name, [])
+
+
+WRAPPERS = re.compile(r"^(ray\.\S*(RayTaskError|RayActorError|TuneError)|\S*TuneError|ray\.exceptions\.)")
+
+
+def root_cause(output: str) -> str:
+    """The first exception line that is not one of Ray's wrappers around another."""
+    found = [line.strip() for line in output.splitlines()
+             if re.match(r"^[\w.]+(Error|Exception|Warning|Interrupt|Exit)(\(\w+\))?:? ", line)
+             or re.match(r"^[\w.]+(Error|Exception)$", line)]
+    inner = [line for line in found if not WRAPPERS.match(line)]
+    picked = (inner or found or [line for line in output.splitlines() if line.strip()][-1:] or ["(no output)"])[0]
+    return picked[:300]
+
+
+def classify(name: str, kind: str, code: int | None, out: str, err: str, trains: list[str], seconds: float) -> Row:
+    """One run as a row of the table (``code`` None: it ran past its timeout)."""
+    if code is None:
+        return Row(name, kind, "timeout", f"no exit after {seconds:.0f} s", seconds)
+    owners = {line.split()[0] for line in trains}
+    errored = re.search(r"Number of errored trials: ([1-9]\d*)|Trials did not complete|ERROR\s+\|", out + err)
+    removed = [why for sign, why in RAY_260.items() if sign in out + err]
+    if code != 0 or errored:
+        cause = root_cause(err + out)
+        return Row(name, kind, "ray-2.60" if removed else "fail",
+                   f"{removed[0]}: {cause}" if removed else cause, seconds)
+    if "rllib" in owners:
+        return Row(name, kind, "fail", "RLlib's Algorithm.train ran, not volley's", seconds)
+    if "volley" not in owners:
+        return Row(name, kind, "fail", "volley's Algorithm.train never ran", seconds)
+    if not out.strip():
+        return Row(name, kind, "fail", "exited 0 but printed nothing", seconds)
+    return Row(name, kind, "ok", f"{len(trains)} volley train() calls", seconds)
+
+
+def run(name: str, tree: Path, exported: set[str], timeout: float) -> Row:
+    """Run one script, rewritten, in its own process (and process group) under its stop flags."""
+    kind = "n/a" if name in NOT_APPLICABLE else "multi-agent" if name in MULTI_AGENT else "single-agent"
+    if name in NOT_APPLICABLE:
+        return Row(name, kind, "n/a", NOT_APPLICABLE[name])
+    source = (tree / EXAMPLES / f"{name}.py").read_text()
+    with tempfile.TemporaryDirectory(prefix=f"rllib-{name}-") as work:
+        site, log, script = Path(work) / "site", Path(work) / "trains.log", Path(work) / f"{name}.py"
+        site.mkdir()
+        (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
+        script.write_text(rewrite(source, exported))
+        log.touch()
+        start = time.monotonic()
+        process = subprocess.Popen([sys.executable, str(script), *arguments(name, source)], cwd=work,
+                                   env={**child_env(site, tree, log), "HOME": work}, text=True,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        code: int | None
+        try:
+            out, err = process.communicate(timeout=timeout)
+            code = process.returncode
+        except subprocess.TimeoutExpired:
+            code = None
+        finally:
+            end_processes(f"VOLLEY_SUITE_LOG={log}")  # the script and Ray's processes it left behind
+        if code is None:
+            out, err = process.communicate()
+        LOGS.mkdir(parents=True, exist_ok=True)
+        (LOGS / f"{name}.log").write_text(f"{out}\n--- stderr ---\n{err}")
+        return classify(name, kind, code, out, err, log.read_text().splitlines(), time.monotonic() - start)
+
+
+def end_processes(marker: str) -> None:
+    """Kill every process whose environment holds ``marker`` (this run's own: Ray's daemons leave
+    the script's process group, and a cluster left running would be joined by the next script)."""
+    for proc in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError):
+            if marker.encode() in (proc / "environ").read_bytes().split(b"\0"):
+                os.kill(int(proc.name), signal.SIGKILL)
+
+
+def table(rows: list[Row]) -> str:
+    """The results as a Markdown table, with the counts per kind above it."""
+    counts = []
+    for kind in ("single-agent", "multi-agent"):
+        mine = [r for r in rows if r.kind == kind]
+        if mine:
+            ok = sum(r.status == "ok" for r in mine)
+            counts.append(f"{kind}: **{ok} of {len(mine)} ok**")
+    skipped = sum(r.kind == "n/a" for r in rows)
+    lines = ["; ".join(counts) + f"; not applicable: {skipped}.", "",
+             "| script | kind | result | detail | s |", "| --- | --- | --- | --- | ---: |"]
+    shown = {ord("|"): "/", ord("<"): "&lt;", ord(">"): "&gt;"}  # a cell, not a column or an HTML tag
+    lines += [f"| {r.script} | {r.kind} | {r.status} | {r.detail.translate(shown)} | {r.seconds:.0f} |"
+              for r in rows]
+    return "\n".join(lines)
+
+
+def merged(rows: list[Row]) -> list[Row]:
+    """``rows`` with the rows RESULTS.md holds for the scripts not run now (a run of a few scripts
+    updates their rows only), in the order of the scripts' names."""
+    results = RESULTS.read_text()
+    section = results[results.index(SECTION):] if SECTION in results else ""
+    earlier = {}
+    for line in section.split("\n## ")[0].splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 5 and cells[1] in ("single-agent", "multi-agent", "n/a"):
+            earlier[cells[0]] = Row(cells[0], cells[1], cells[2], cells[3], float(cells[4]))
+    return sorted({**earlier, **{row.script: row for row in rows}}.values(), key=lambda row: row.script)
+
+
+def write_results(text: str) -> None:
+    """Put ``text`` into RESULTS.md's section for this suite (replacing an earlier one)."""
+    results = RESULTS.read_text()
+    command = "`python benchmarks/rllib_examples.py --write-results`"
+    body = (f"{SECTION}\n\nMeasured with {command} (stop flags `--stop-iters 2 --stop-timesteps 2000`; "
+            "the seconds are wall time on a shared 2-core machine, a guide only). `ok`: volley's "
+            "`Algorithm.train` ran (RLlib's never did), exit 0, no Tune trial errored; `ray-2.60`: the script "
+            f"uses what Ray 2.60 (installed) removed, so it fails whatever library trains.\n\n{text}\n")
+    if SECTION in results:
+        start = results.index(SECTION)
+        end = results.find("\n## ", start + len(SECTION))
+        results = results[:start] + body + (results[end + 1:] if end != -1 else "")
+    else:
+        results = results.rstrip("\n") + "\n\n" + body
+    RESULTS.write_text(results)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("scripts", nargs="*", help="script names (without .py); default: all")
+    parser.add_argument("--fast", action="store_true", help="only the CI subset")
+    parser.add_argument("--timeout", type=float, default=300, help="seconds per script")
+    parser.add_argument("--write-results", action="store_true", help="write the table into benchmarks/RESULTS.md")
+    args = parser.parse_args(argv)
+    tree = fetch()
+    every = sorted(p.stem for p in (tree / EXAMPLES).glob("*.py") if p.stem != "__init__")
+    names = list(FAST) if args.fast else args.scripts or every
+    unknown = sorted(set(names) - set(every))
+    if unknown:
+        parser.error(f"no RLlib 2.9.3 example named {unknown[0]!r}")
+    exported = volley_names()
+    rows = []
+    for name in names:
+        rows.append(run(name, tree, exported, args.timeout))
+        row = rows[-1]
+        print(f"{row.script:50s} {row.status:8s} {row.seconds:5.0f} s  {row.detail}", flush=True)
+    print(table(rows))
+    if args.write_results:
+        write_results(table(merged(rows)))
+    return 0 if all(r.status in ("ok", "n/a") for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
