@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import gymnasium as gym
 import numpy as np
 import torch
 from torch import nn
@@ -69,6 +70,36 @@ class TorchRNNModel(RecurrentNetwork, nn.Module):
         x = nn.functional.relu(self.fc1(inputs))
         self._features, [h, c] = self.lstm(x, [torch.unsqueeze(state[0], 0), torch.unsqueeze(state[1], 0)])
         return self.action_branch(self._features), [torch.squeeze(h, 0), torch.squeeze(c, 0)]
+
+
+class ParametricActionsModel(TorchModelV2, nn.Module):
+    """The parametric-actions pattern of RLlib's example (examples/models/parametric_actions_model.py),
+    written here: the observation is a Dict of the actions' embeddings ("avail_actions", ``[n, k]``),
+    a mask of the allowed ones and the observation proper ("cart"); an MLP on "cart" gives an intent
+    vector ``[k]``, each action's logit is its embedding's dot product with it, and the mask's log,
+    floored at float32's minimum, is added."""
+
+    def __init__(self, obs_space, action_space, num_outputs, model_config, name, embed_size=2):
+        TorchModelV2.__init__(self, obs_space, action_space, num_outputs, model_config, name)
+        nn.Module.__init__(self)
+        original = getattr(obs_space, "original_space", obs_space)
+        self.intent_model = TorchFC(original["cart"], action_space, embed_size, model_config, name + "_intent")
+
+    def forward(self, input_dict, state, seq_lens):
+        obs = input_dict["obs"]
+        intent, _ = self.intent_model({"obs": obs["cart"]})
+        logits = torch.sum(obs["avail_actions"] * torch.unsqueeze(intent, 1), dim=2)
+        return logits + torch.clamp(torch.log(obs["action_mask"]), min=torch.finfo(torch.float32).min), state
+
+    def value_function(self):
+        return self.intent_model.value_function()
+
+
+def parametric_spaces(n: int = 10, embed_size: int = 2) -> tuple[gym.spaces.Dict, gym.spaces.Discrete]:
+    """The observation and action spaces of :class:`ParametricActionsModel` with ``n`` actions."""
+    return gym.spaces.Dict({"action_mask": gym.spaces.Box(0.0, 1.0, (n,), np.float32),
+                            "avail_actions": gym.spaces.Box(-1.0, 1.0, (n, embed_size), np.float32),
+                            "cart": gym.spaces.Box(-10.0, 10.0, (4,), np.float32)}), gym.spaces.Discrete(n)
 
 
 def load_example() -> ModuleType:

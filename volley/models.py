@@ -51,7 +51,6 @@ from volley.distributions import (
     EpsilonGreedy,
     SquashedGaussian,
     action_distribution,
-    custom_head,
     masked,
 )
 from volley.distributions import DiagGaussian as DiagGaussian
@@ -70,6 +69,7 @@ from volley.heads import (
 )
 from volley.observations import ObsMask
 from volley.spaces import action_layout
+from volley.traced_dists import TracedDistribution
 
 # a batch's previous actions and rewards, for a recurrent network that reads them (acting.Previous)
 TorchPrevious = tuple[torch.Tensor, torch.Tensor] | None
@@ -336,6 +336,7 @@ class ActorCritic(ActorCriticPolicy):
         self.layout = action_layout(action_space)
         self.mask = mask
         self.custom_dist = custom_dist
+        self.traced_dist = None if custom_dist is None else TracedDistribution(custom_dist[0], self, self, self.layout)
         n_out, n_log_std = policy_outputs(action_space) if custom_dist is None else (custom_dist[1], 0)
         self.activation = model.fcnet_activation
         self.pi_body, n_feat = trunk(obs_shape, is_image, model)
@@ -388,8 +389,8 @@ class ActorCritic(ActorCriticPolicy):
         return actor_critic_twin(named_arrays(self), self.activation, self.layout.space, self.mask)
 
     def numpy_head(self) -> Head:
-        if self.custom_dist is not None:
-            return custom_head(self.custom_dist[0], self, self.layout, self.pi_head.weight.device)
+        if self.traced_dist is not None:
+            return self.traced_dist.head(self.pi_head.weight.device)
         return action_head(self.layout, None if self.log_std is None else self.log_std.detach().cpu().numpy())
 
     def policy_parameters(self) -> list[nn.Parameter]:

@@ -36,7 +36,6 @@ from volley.distributions import (
     CustomDistribution,
     Distribution,
     action_distribution,
-    custom_head,
     masked,
 )
 from volley.errors import ConfigError, shown
@@ -46,6 +45,7 @@ from volley.observations import ObsMask, ObsPreprocessor, flat_size
 from volley.recurrent import zero_previous
 from volley.spaces import action_layout
 from volley.traced import TracedActing
+from volley.traced_dists import TracedDistribution
 
 # RLlib's defaults (2.9, MODEL_DEFAULTS) of the model keys a custom model may read; its
 # model_config is these, then volley's model keys, then what the user set
@@ -436,6 +436,7 @@ class ModelV2ActorCritic(_ModelV2Input, ActorCriticPolicy):
         self.reads_prev = bool(model.model_config.get("lstm_use_prev_action")
                                or model.model_config.get("lstm_use_prev_reward"))
         self.traced = TracedActing(self, self.name)
+        self.traced_dist = None if custom_dist is None else TracedDistribution(custom_dist, model, self, self.layout)
 
     def numpy_twin(self) -> Twin | None:
         """Acting through the model traced into numpy (:mod:`volley.traced`), in torch where it does not trace."""
@@ -464,8 +465,8 @@ class ModelV2ActorCritic(_ModelV2Input, ActorCriticPolicy):
         return outputs, values, state_out
 
     def numpy_head(self) -> Head:
-        if self.custom_dist is not None:
-            return custom_head(self.custom_dist, self.model, self.layout, next(self.parameters()).device)
+        if self.traced_dist is not None:
+            return self.traced_dist.head(next(self.parameters()).device)
         return action_head(self.layout, None)
 
     def distribution_of(self, dist_inputs: torch.Tensor) -> Distribution:

@@ -57,6 +57,17 @@ def _log_softmax(x: np.ndarray, dim: int, half: bool = False) -> np.ndarray:
     return shifted - np.log(np.exp(shifted).sum(dim, keepdims=True))
 
 
+def _log(x: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore"):  # log(0) is -inf without a word, as in torch (a mask's log)
+        return np.log(x)
+
+
+def _logsumexp(x: np.ndarray, dims: Sequence[int], keepdim: bool = False) -> np.ndarray:
+    top = x.max(tuple(dims), keepdims=True)
+    out = np.log(np.exp(x - top).sum(tuple(dims), keepdims=True)) + top
+    return out if keepdim else out.squeeze(tuple(dims))
+
+
 def _expand(x: np.ndarray, shape: Sequence[int], implicit: bool = False) -> np.ndarray:
     lead = len(shape) - x.ndim
     return np.broadcast_to(x, [x.shape[i - lead] if s == -1 else s for i, s in enumerate(shape)])
@@ -150,7 +161,7 @@ NUMPY_OPS: dict[Any, Callable[..., Any]] = {
     aten.elu.default: lambda x, alpha=1.0, scale=1.0, input_scale=1.0: np.where(
         x > 0, x * scale, alpha * scale * np.expm1(np.minimum(x, 0) * input_scale)).astype(x.dtype),
     aten.leaky_relu.default: lambda x, slope=0.01: np.where(x > 0, x, x * slope),
-    aten.exp.default: np.exp, aten.log.default: np.log, aten.neg.default: np.negative,
+    aten.exp.default: np.exp, aten.log.default: _log, aten.neg.default: np.negative,
     aten.abs.default: np.abs, aten.sqrt.default: np.sqrt, aten.square.default: np.square,
     aten.softplus.default: lambda x, beta=1.0, threshold=20.0: np.where(
         x * beta > threshold, x, np.log1p(np.exp(np.minimum(x * beta, threshold))) / beta).astype(x.dtype),
@@ -177,6 +188,9 @@ NUMPY_OPS: dict[Any, Callable[..., Any]] = {
     aten.sum.dim_IntList: lambda x, dims, keepdim=False, dtype=None: x.sum(tuple(dims), keepdims=keepdim),
     aten.mean.dim: lambda x, dims, keepdim=False, dtype=None: x.mean(tuple(dims), keepdims=keepdim),
     aten.amax.default: lambda x, dims, keepdim=False: x.max(tuple(dims), keepdims=keepdim),
+    aten.argmax.default: lambda x, dim=None, keepdim=False: np.argmax(x, dim, keepdims=keepdim),
+    aten.logsumexp.default: _logsumexp,
+    aten.gather.default: lambda x, dim, index: np.take_along_axis(x, index, dim),
     aten._to_copy.default: _to_copy, aten.clone.default: _same, aten.alias.default: _same,
     aten.detach.default: _same, aten.lift_fresh_copy.default: _same,
     aten.full.default: _full, aten.ones.default: lambda shape, **kw: _full(shape, 1, **kw),
@@ -393,6 +407,25 @@ def trace(fn: Callable[..., list[torch.Tensor]], module: torch.nn.Module,
     return NumpyProgram(graph_module.graph, names, constants)
 
 
+def checked_trace(fn: Callable[..., list[torch.Tensor]], module: torch.nn.Module,
+                  arrays: Sequence[np.ndarray]) -> NumpyProgram:
+    """``fn`` traced on ``arrays`` (:func:`trace`), its program checked against ``fn`` in torch on
+    them: integers equal, floats to float32 rounding; NotTraceable where they differ."""
+    tensors = [torch.as_tensor(a) for a in arrays]
+    program = trace(fn, module, tensors)
+    with torch.inference_mode():
+        expected = [t.numpy() for t in fn(*tensors)]
+    try:
+        got = program.load([w.detach().cpu().numpy() for w in weights_of(module).values()])(*arrays)
+    except Exception as exc:  # an operation whose arguments its numpy equivalent does not take
+        raise NotTraceable(f"its numpy program failed: {type(exc).__name__}: {exc}") from exc
+    for want, have in zip(expected, map(np.asarray, got), strict=True):
+        same = np.allclose(want, have, rtol=1e-4, atol=1e-5) if want.dtype.kind == "f" else np.array_equal(want, have)
+        if want.shape != have.shape or want.dtype != have.dtype or not same:
+            raise NotTraceable("its numpy program's outputs differ from torch's on the first batch")
+    return program
+
+
 def weights_of(module: torch.nn.Module) -> dict[str, torch.Tensor]:
     """What a traced program takes at every weight sync: the parameters, then the buffers."""
     return dict(module.named_parameters()) | dict(module.named_buffers())
@@ -435,23 +468,10 @@ class TracedActing:
         on them the first time: None (and one line in the log) where it acts in torch."""
         key = (self.policy.training, *((a.shape, a.dtype) for a in arrays))
         if key not in self.programs:
-            tensors = [torch.as_tensor(a) for a in arrays]
-
             def outputs(*args: torch.Tensor) -> list[torch.Tensor]:
                 return self.outputs(*args, state_count=state_count)
             try:
-                program = trace(outputs, self.policy, tensors)
-                with torch.inference_mode():
-                    expected = [t.numpy() for t in outputs(*tensors)]
-                try:
-                    got = program.load([w.detach().cpu().numpy() for w in weights_of(self.policy).values()])(*arrays)
-                except Exception as exc:  # an operation whose arguments its numpy equivalent does not take
-                    raise NotTraceable(f"its numpy program failed: {type(exc).__name__}: {exc}") from exc
-                for want, have in zip(expected, got, strict=True):
-                    if np.shape(want) != np.shape(have) or want.dtype != np.asarray(have).dtype \
-                            or not np.allclose(want, have, rtol=1e-4, atol=1e-5):
-                        raise NotTraceable("its numpy program's outputs differ from torch's on the first batch")
-                self.programs[key] = program
+                self.programs[key] = program = checked_trace(outputs, self.policy, arrays)
                 say_once(f"custom model {self.name} acts in numpy (traced once: {program.size} numpy "
                          "calls a step)")
             except NotTraceable as exc:

@@ -273,9 +273,10 @@ def test_rllibs_torch_wrappers_are_torch_distributions():
 
 
 def test_a_custom_distribution_draws_from_the_workers_own_generator():
-    """A custom distribution acts in torch with its own sample(): each worker's draws come from a
-    generator seeded by the run's seed and its first environment, carried from step to step, and
-    torch's global generator is left as it was."""
+    """A custom distribution's draws are a function of the run's seed, carried from step to step,
+    and leave torch's global generator as it was: in numpy from each environment's stream where it
+    traces (volley.traced_dists, as this one does), else in torch from a generator each worker
+    keeps, seeded by the run's seed and its first environment."""
     import action_spaces  # noqa: F401  (registers the autoregressive model and distribution)
 
     model = ModelConfig(custom_model="autoregressive_model", custom_action_dist="binary_autoreg_dist")

@@ -126,12 +126,13 @@ def test_replayed_log_probabilities_equal_the_workers_at_every_kind_of_sequence_
 @pytest.mark.parametrize(("env", "env_config", "model"), [
     ("legal_moves", {"n": 6, "legal": 2}, LSTM),  # a Dict observation's action mask; the env raises on a leak
     ("repeat_after_me", {"space": "nested"}, {**LSTM, "lstm_use_prev_reward": True}),  # Tuple/Dict/Box parts
-    ("StatelessCartPole-v1", {}, {**LSTM, "custom_action_dist": TorchCategorical}),  # drawn in torch
+    ("StatelessCartPole-v1", {}, {**LSTM, "custom_action_dist": TorchCategorical}),  # its LSTM in torch
 ], ids=["masked", "composite", "custom-dist"])
 def test_an_lstm_replays_masked_composite_and_custom_distribution_actions_as_its_worker_drew_them(
         env, env_config, model):
     """use_lstm with main's action distributions: the LSTM's logits masked, composite spaces and a
-    custom action distribution, acting (in numpy, or in torch for the custom distribution) and replayed."""
+    custom action distribution, acting (in numpy, or the forward pass in torch for the custom
+    distribution, whose draws are traced into numpy) and replayed."""
     load_example("action_masking"), load_example("multidiscrete_actions")  # register their environments
     config = (PPOConfig().environment(env, env_config=env_config)
               .rollouts(num_envs_per_worker=3, rollout_fragment_length=40).training(model=model).debugging(seed=1))

@@ -11,7 +11,13 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from custom_models import TorchCustomModel, TorchRNNModel, load_example
+from custom_models import (
+    ParametricActionsModel,
+    TorchCustomModel,
+    TorchRNNModel,
+    load_example,
+    parametric_spaces,
+)
 from torch import nn
 
 from volley import PPOConfig, TorchModelV2
@@ -81,6 +87,7 @@ CASES = {  # name: observation space, action space, model keys
                          {"custom_model": load_example().DictObsModel}),
     "action mask": (gym.spaces.Dict({"action_mask": gym.spaces.Box(0, 1, (4,), np.float32), "observations": BOX}),
                     gym.spaces.Discrete(4), {"custom_model": MaskedModel}),
+    "parametric actions (RLlib's example's pattern)": (*parametric_spaces(), {"custom_model": ParametricActionsModel}),
     "Conv2d on images": (gym.spaces.Box(0, 255, (12, 12, 3), np.uint8), gym.spaces.Discrete(3),
                          {"custom_model": ConvModel}),
     "LSTM (RLlib's RecurrentNetwork example)": (BOX, gym.spaces.Discrete(2), {"custom_model": TorchRNNModel}),
