@@ -11,13 +11,14 @@ torch one (the "before" of RESULTS).
 
     python benchmarks/custom_model_acting.py                     # CartPole x16, Pong-RAM, HalfCheetah
     python benchmarks/custom_model_acting.py --env CartPole-v1 --rounds 3 --seconds 2
-    python benchmarks/custom_model_acting.py --env CartPole-v1 --example   # and the Dict-observation example's model
+    python benchmarks/custom_model_acting.py --examples --rounds 5 --seconds 2   # the example models alone
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,6 @@ import numpy as np
 
 from volley.bench import rate, rates_table, sampling_worker
 
-EXAMPLE = Path(__file__).parents[1] / "examples" / "custom_model_dict_obs.py"
 CASES = {"CartPole-v1": 16, "ALE/Pong-ram-v5": 1, "HalfCheetah-v5": 1}
 
 
@@ -98,36 +98,91 @@ def print_parts(worker: Any, obs: np.ndarray, rounds: int, seconds: float) -> No
         print(f"| {name} | {', '.join(f'{v:.1f}' for v in values)} | {statistics.median(values):.1f} |")
 
 
-def print_example(rounds: int, seconds: float) -> None:
-    """examples/custom_model_dict_obs.py's model (a Dict observation, an encoder per part): its
-    acting step traced against its torch forward step, on 1 and 16 rows."""
-    import importlib.util
+def example_policies() -> dict[str, tuple[Any, Any, Callable[..., Any], Any]]:
+    """The example models the compatibility suite runs, each its policy, observation preprocessor,
+    the acting step in torch alone (its forward pass, and a custom distribution's own
+    ``sample()`` in torch) and the observation space: RLlib's Dict-observation example, the parametric-actions (action-mask)
+    model, the recurrent example (an LSTM), and the autoregressive example (a custom distribution
+    that calls the model between its two draws)."""
+    import sys
+
+    import gymnasium as gym
+    import torch
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
+    import action_spaces
+    import custom_models
 
     from volley import PPOConfig
     from volley.catalog import build_policy
+    from volley.distributions import custom_head
+
+    torch.set_num_threads(1)  # as in every worker
+    dict_obs = custom_models.load_example()
+    cases = {"Dict observation (DictObsModel)": (
+                 dict_obs.DictCartPole().observation_space, dict_obs.DictCartPole().action_space,
+                 {"custom_model": dict_obs.DictObsModel}),
+             "parametric actions, masked (ParametricActionsModel)": (
+                 *custom_models.parametric_spaces(), {"custom_model": custom_models.ParametricActionsModel}),
+             "recurrent (TorchRNNModel, an LSTM)": (
+                 gym.make("CartPole-v1").observation_space, gym.spaces.Discrete(2),
+                 {"custom_model": custom_models.TorchRNNModel}),
+             "autoregressive actions (a custom action dist)": (
+                 action_spaces.CorrelatedActions({}).observation_space, action_spaces.CorrelatedActions({}).action_space,
+                 {"custom_model": "autoregressive_model", "custom_action_dist": "binary_autoreg_dist"})}
+    policies = {}
+    for name, (obs_space, action_space, keys) in cases.items():
+        torch.manual_seed(0)
+        pre, policy = build_policy(obs_space, action_space, PPOConfig().training(model=keys).model)
+        policy.eval()
+        if policy.traced_dist is not None:  # the torch step draws with the distribution's own sample()
+            policy.numpy_head = lambda p=policy: custom_head(p.custom_dist, p.model, p.layout, torch.device("cpu"))
+        torch_act = policy._torch_twin().act
+        vars(policy).pop("numpy_head", None)
+        policies[name] = (policy, pre, torch_act, obs_space)
+    return policies
+
+
+def print_examples(rounds: int, seconds: float) -> None:
+    """The example models' acting steps, traced (as workers act) against torch alone, on 1 and 16
+    rows, all interleaved in each round; acting rates are rows over the step's time."""
     from volley.rollout.worker import EnvStreams
 
-    spec = importlib.util.spec_from_file_location("custom_model_dict_obs", EXAMPLE)
-    assert spec is not None and spec.loader is not None
-    example = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(example)
-    env = example.DictCartPole()
-    pre, policy = build_policy(env.observation_space, env.action_space,
-                               PPOConfig().training(model={"custom_model": example.DictObsModel}).model)
-    policy.eval()
-    torch_act = policy._torch_twin().act
-    micros: dict[str, list[float]] = {}
-    for rows in (1, 16):
-        streams = EnvStreams(0, range(rows))
-        obs = pre({"cart": np.zeros((rows, 2), np.float32), "pole": np.ones((rows, 2), np.float32),
-                   "last_action": np.zeros(rows, np.int64)}, rows)
-        for name, step in {f"{rows} row(s), traced step": lambda o=obs, s=streams: policy.act(o, [], s, True),
-                           f"{rows} row(s), torch forward step": lambda o=obs, s=streams: torch_act(
-                               o, [], s, True, None)}.items():
-            micros[name] = [1e6 / rate(step, 1, seconds) for _ in range(rounds)]
-    print("\n| DictObsModel (examples/custom_model_dict_obs.py) | µs (each round) | median |\n| --- | --- | --- |")
-    for name, values in micros.items():
-        print(f"| {name} | {', '.join(f'{v:.1f}' for v in values)} | {statistics.median(values):.1f} |")
+    policies = example_policies()
+    steps: dict[tuple[str, int, str], Callable[[], Any]] = {}
+    for name, (policy, pre, torch_act, space) in policies.items():
+        for rows in (1, 16):
+            obs, state = example_batch(policy, pre, rows, space)
+            streams = EnvStreams(0, range(rows))
+            steps[name, rows, "traced"] = lambda p=policy, o=obs, s=state, r=streams: p.act(o, s, r, True)
+            steps[name, rows, "torch"] = lambda a=torch_act, o=obs, s=state, r=streams: a(o, s, r, True, None)
+            steps[name, rows, "traced"]()  # traced here, outside the timing
+    micros: dict[tuple[str, int, str], list[float]] = {key: [] for key in steps}
+    for _ in range(rounds):
+        for key, step in steps.items():
+            micros[key].append(1e6 / rate(step, 1, seconds))
+    print("\n| example model | rows | traced µs (each round) | torch µs (each round) | traced acting steps/s "
+          "| torch acting steps/s | torch / traced |\n| --- | --- | --- | --- | --- | --- | --- |")
+    for name, rows in dict.fromkeys((name, rows) for name, rows, _ in steps):
+        traced, in_torch = micros[name, rows, "traced"], micros[name, rows, "torch"]
+        t, u = statistics.median(traced), statistics.median(in_torch)
+        print(f"| {name} | {rows} | {', '.join(f'{v:.1f}' for v in traced)} | {', '.join(f'{v:.1f}' for v in in_torch)} "
+              f"| {rows * 1e6 / t:,.0f} | {rows * 1e6 / u:,.0f} | {u / t:.2f} |")
+
+
+def example_batch(policy: Any, pre: Any, rows: int, space: Any) -> tuple[np.ndarray, list[np.ndarray]]:
+    """``rows`` observations of the example's space (an action mask's entries 0 or 1, the first
+    always allowed), and its initial state for each row."""
+    space.seed(0)
+    samples = [space.sample() for _ in range(rows)]
+    for sample in samples if isinstance(samples[0], dict) and "action_mask" in samples[0] else []:
+        sample["action_mask"] = np.round(sample["action_mask"])
+        sample["action_mask"][0] = 1.0
+    obs = pre({k: np.stack([s[k] for s in samples]) for k in samples[0]} if isinstance(samples[0], dict)
+              else np.stack(samples), rows)
+    if obs.dtype.kind == "f":  # unbounded Boxes sample up to float32's maximum
+        np.clip(obs, -10.0, 10.0, out=obs)
+    return obs, [np.repeat(s[None], rows, 0) for s in policy.initial_state()]
 
 
 def main() -> None:
@@ -135,12 +190,13 @@ def main() -> None:
     parser.add_argument("--env", action="append", choices=list(CASES))
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--example", action="store_true", help="also the Dict-observation example's model")
+    parser.add_argument("--examples", action="store_true",
+                        help="the example models' acting steps, traced against torch (alone, without --env)")
     args = parser.parse_args()
-    for env in args.env or list(CASES):
+    for env in args.env or ([] if args.examples else list(CASES)):
         compare(env, args.rounds, args.seconds)
-    if args.example:
-        print_example(args.rounds, args.seconds / 2)
+    if args.examples:
+        print_examples(args.rounds, args.seconds / 2)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -207,3 +208,19 @@ def test_bench_sampler_measures_the_custom_model_beside_the_built_in_mlp():
     rows = [line.split("|")[1].strip() for line in out.stdout.splitlines() if line.startswith("| CartPole")]
     assert rows == ["CartPole-v1", "CartPole-v1 (custom model)"]
     assert "volley: custom model FullyConnectedNetwork acts in numpy" in out.stderr
+
+
+def test_the_benchmark_acts_with_each_example_model_traced_and_in_torch():
+    """benchmarks/custom_model_acting.py --examples: the four example models, on 1 and 16 rows, each
+    traced into numpy (none falls back) and timed against its torch step."""
+    script = Path(__file__).parents[2] / "benchmarks" / "custom_model_acting.py"
+    out = subprocess.run([sys.executable, str(script), "--examples", "--rounds", "1", "--seconds", "0.05"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    rows = [line.split("|") for line in out.stdout.splitlines() if line.startswith("| ") and "µs" not in line
+            and "---" not in line]
+    assert [(r[1].strip().split(" (")[0], r[2].strip()) for r in rows] == [
+        (name, n) for name in ("Dict observation", "parametric actions, masked", "recurrent",
+                               "autoregressive actions") for n in ("1", "16")]
+    assert all(float(r[7]) > 0 for r in rows)
+    assert "acts in torch" not in out.stderr and out.stderr.count("acts in numpy") == 5, out.stderr
