@@ -17,8 +17,9 @@ acting paths see the same masked inputs.
 A custom action distribution is RLlib's ``ActionDistribution`` / ``TorchDistributionWrapper``
 (``logp``, ``sample``, ``deterministic_sample``, ``entropy``, ``kl``,
 ``required_model_output_shape``), built as ``cls(inputs, model)`` on the model's outputs, as in
-RLlib; :class:`CustomDistribution` puts it behind volley's interface. It acts in torch with its
-own ``sample()``, drawing from a torch generator each worker keeps (:func:`custom_head`).
+RLlib; :class:`CustomDistribution` puts it behind volley's interface. It acts with its own
+``sample()``, traced into numpy where it traces (:mod:`volley.traced_dists`), else in torch,
+drawing from a torch generator each worker keeps (:func:`custom_head`).
 """
 
 from __future__ import annotations
@@ -474,7 +475,8 @@ def worker_generator(streams: RandomStreams) -> Iterator[None]:
 def custom_head(dist_class: type, model: Any, layout: ActionLayout, device: torch.device) -> Head:
     """Acting through a custom distribution: its ``sample()`` (or ``deterministic_sample()``) under
     the worker's own generator, the actions flattened to numpy; a fragment's log-probabilities by its
-    ``logp``. In torch, where volley's heads draw in numpy: the distribution is the user's code."""
+    ``logp``. In torch: the distribution is the user's code (:mod:`volley.traced_dists` acts through
+this head where it does not trace)."""
     dtype = np.float32 if layout.dims else np.int64
 
     def draw(inputs: np.ndarray, streams: RandomStreams, explore: bool) -> np.ndarray:

@@ -187,9 +187,14 @@ class TracedDistribution:
         def log_prob(inputs: np.ndarray, actions: np.ndarray) -> np.ndarray:
             lead = inputs.shape[:-1]
             rows = int(np.prod(lead))
-            flat_inputs, flat = inputs.reshape(rows, -1), actions.reshape(rows, *actions.shape[len(lead):])
+            # the rows, then repeats of the first up to a power of two: a program for each power, not
+            # for each length of a fragment
+            take = np.arange(1 << max(rows - 1, 0).bit_length())
+            take[rows:] = 0
+            flat_inputs = inputs.reshape(rows, -1)[take]
+            flat = actions.reshape(rows, *actions.shape[len(lead):])[take]
             traced = run("logp", flat_inputs, flat)
             if traced is None:
                 return in_torch.log_prob(inputs, actions)
-            return traced[0](flat_inputs, flat)[0].astype(np.float32, copy=False).reshape(lead)
+            return traced[0](flat_inputs, flat)[0][:rows].astype(np.float32, copy=False).reshape(lead)
         return Head(draw, log_prob)

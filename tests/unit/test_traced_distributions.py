@@ -151,3 +151,14 @@ def test_the_autoregressive_distribution_trains_in_numpy(monkeypatch, capfd):
     assert result["training_iteration"] == 2 and np.isfinite(result["policy_loss"])
     assert "volley: custom action dist BinaryAutoregressiveDist's sample acts in numpy (traced once)" in lines
     assert not [line for line in lines if "acts in torch" in line], lines
+
+
+def test_fragments_of_any_length_share_a_log_prob_program():
+    """Fragments of 5 and of 7 rows are scored by one program (rows padded to 8), as torch scores them."""
+    policy, obs = policy_and_obs("RLlib's autoregressive example (its model between the draws)", rows=7)
+    actions, inputs = policy.act(obs, [], EnvStreams(3, range(7)), True)[:2]
+    in_torch = custom_head(*dist_class_and_model(policy), policy.layout, torch.device("cpu"))
+    for rows in (5, 7):
+        np.testing.assert_allclose(policy.log_prob(inputs[:rows], actions[:rows]),
+                                   in_torch.log_prob(inputs[:rows], actions[:rows]), rtol=1e-5, atol=1e-6)
+    assert [k[1][0] for k in policy.traced_dist.programs if k[0] == "logp"] == [(8, 16)]
