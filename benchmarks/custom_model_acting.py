@@ -145,7 +145,8 @@ def example_policies() -> dict[str, tuple[Any, Any, Callable[..., Any], Any]]:
 
 def print_examples(rounds: int, seconds: float) -> None:
     """The example models' acting steps, traced (as workers act) against torch alone, on 1 and 16
-    rows, all interleaved in each round; acting rates are rows over the step's time."""
+    rows, all interleaved in each round; acting rates are rows over the median step's time, and
+    torch / traced the median of each round's ratio."""
     from volley.rollout.worker import EnvStreams
 
     policies = example_policies()
@@ -158,16 +159,18 @@ def print_examples(rounds: int, seconds: float) -> None:
             steps[name, rows, "torch"] = lambda a=torch_act, o=obs, s=state, r=streams: a(o, s, r, True, None)
             steps[name, rows, "traced"]()  # traced here, outside the timing
     micros: dict[tuple[str, int, str], list[float]] = {key: [] for key in steps}
-    for _ in range(rounds):
-        for key, step in steps.items():
-            micros[key].append(1e6 / rate(step, 1, seconds))
+    for round_ in range(rounds):
+        for name, rows, kind in steps:  # a model's two steps one after the other, swapped every other round
+            key = (name, rows, {"traced": "torch", "torch": "traced"}[kind] if round_ % 2 else kind)
+            micros[key].append(1e6 / rate(steps[key], 1, seconds))
     print("\n| example model | rows | traced µs (each round) | torch µs (each round) | traced acting steps/s "
-          "| torch acting steps/s | torch / traced |\n| --- | --- | --- | --- | --- | --- | --- |")
+          "| torch acting steps/s | torch / traced (median of the rounds') |\n| --- | --- | --- | --- | --- | --- | --- |")
     for name, rows in dict.fromkeys((name, rows) for name, rows, _ in steps):
         traced, in_torch = micros[name, rows, "traced"], micros[name, rows, "torch"]
         t, u = statistics.median(traced), statistics.median(in_torch)
+        ratio = statistics.median(b / a for a, b in zip(traced, in_torch, strict=True))  # each round's, side by side
         print(f"| {name} | {rows} | {', '.join(f'{v:.1f}' for v in traced)} | {', '.join(f'{v:.1f}' for v in in_torch)} "
-              f"| {rows * 1e6 / t:,.0f} | {rows * 1e6 / u:,.0f} | {u / t:.2f} |")
+              f"| {rows * 1e6 / t:,.0f} | {rows * 1e6 / u:,.0f} | {ratio:.2f} |")
 
 
 def example_batch(policy: Any, pre: Any, rows: int, space: Any) -> tuple[np.ndarray, list[np.ndarray]]:
