@@ -95,8 +95,9 @@ def test_composite_actions_on_ray_workers_equal_the_local_reference(ray_session)
 
 
 def test_a_custom_distributions_draws_on_ray_equal_the_local_reference(ray_session):
-    """Each worker draws a custom distribution's samples from a torch generator of its own, seeded
-    from the run's seed and its first environment: the same draws wherever it runs."""
+    """Each worker draws a custom distribution's samples from its environments' own streams (traced
+    into numpy, as this one is; else from a torch generator of its own, seeded from the run's seed
+    and its first environment): the same draws wherever it runs."""
     def build(engine: str):
         return (PPOConfig().environment("correlated_actions").resources(engine=engine)
                 .rollouts(num_workers=2, num_envs_per_worker=2)

@@ -40,7 +40,8 @@ def test_masking_is_what_makes_legal_moves_solvable_in_the_budget():
 
 def test_rllibs_autoregressive_action_distribution_reaches_its_stop_reward():
     """RLlib's autoregressive_action_dist example (stop reward 200 of at most 210): its custom model
-    and distribution, written as in RLlib, acting through the distribution's own sample()."""
+    and distribution, written as in RLlib, acting through the distribution's own sample() (traced
+    into numpy, volley.traced_dists)."""
     config = (PPOConfig().environment("correlated_actions").resources(engine="local")
               .training(gamma=0.5, train_batch_size=1000, minibatch_size=250,
                         model={"custom_model": "autoregressive_model", "custom_action_dist": "binary_autoreg_dist"})
