@@ -153,8 +153,8 @@ class TracedDistribution:
 
     def noise_asked(self, inputs: np.ndarray) -> Asked:
         """The noise ``sample()`` takes on ``inputs``, found by sampling once on zero noise."""
-        noise = Noise()
-        with torch.inference_mode(), noise_as_inputs(noise):
+        noise = Noise()  # torch's generator as it was after (a sample() that draws from it itself)
+        with torch.inference_mode(), torch.random.fork_rng(devices=[]), noise_as_inputs(noise):
             try:
                 self.dist_class(torch.as_tensor(inputs), self.model).sample()
             except Exception as exc:  # the user's code, as it runs with noise of its own

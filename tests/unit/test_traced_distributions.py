@@ -162,3 +162,23 @@ def test_fragments_of_any_length_share_a_log_prob_program():
         np.testing.assert_allclose(policy.log_prob(inputs[:rows], actions[:rows]),
                                    in_torch.log_prob(inputs[:rows], actions[:rows]), rtol=1e-5, atol=1e-6)
     assert [k[1][0] for k in policy.traced_dist.programs if k[0] == "logp"] == [(8, 16)]
+
+
+def test_a_distribution_that_does_not_trace_draws_from_the_workers_torch_generator():
+    """Its sample() in torch, from the generator the streams keep: a function of the seed, carried
+    from step to step, torch's global generator left as it was."""
+    obs_space, action_space, _ = CASES["TorchCategorical on volley's network"]
+    _, policy = build_policy(obs_space, action_space,
+                             PPOConfig().training(model={"custom_action_dist": DrawnByMultinomial}).model)
+    obs = np.random.default_rng(0).uniform(-1, 1, (50, 4)).astype(np.float32)
+
+    def draws(seed: int) -> np.ndarray:
+        streams = EnvStreams(seed, list(range(50)))
+        return np.stack([policy.act(obs, [], streams, True)[0] for _ in range(3)])
+
+    outside = torch.get_rng_state()
+    first = draws(0)
+    assert torch.equal(torch.get_rng_state(), outside)
+    assert [k[0] for k, p in policy.traced_dist.programs.items() if p is None] == ["sample"]
+    np.testing.assert_array_equal(draws(0), first)
+    assert not np.array_equal(first[0], first[1]) and not np.array_equal(draws(1), first)
