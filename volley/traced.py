@@ -62,12 +62,6 @@ def _log(x: np.ndarray) -> np.ndarray:
         return np.log(x)
 
 
-def _logsumexp(x: np.ndarray, dims: Sequence[int], keepdim: bool = False) -> np.ndarray:
-    top = x.max(tuple(dims), keepdims=True)
-    out = np.log(np.exp(x - top).sum(tuple(dims), keepdims=True)) + top
-    return out if keepdim else out.squeeze(tuple(dims))
-
-
 def _expand(x: np.ndarray, shape: Sequence[int], implicit: bool = False) -> np.ndarray:
     lead = len(shape) - x.ndim
     return np.broadcast_to(x, [x.shape[i - lead] if s == -1 else s for i, s in enumerate(shape)])
@@ -189,7 +183,7 @@ NUMPY_OPS: dict[Any, Callable[..., Any]] = {
     aten.mean.dim: lambda x, dims, keepdim=False, dtype=None: x.mean(tuple(dims), keepdims=keepdim),
     aten.amax.default: lambda x, dims, keepdim=False: x.max(tuple(dims), keepdims=keepdim),
     aten.argmax.default: lambda x, dim=None, keepdim=False: np.argmax(x, dim, keepdims=keepdim),
-    aten.logsumexp.default: _logsumexp,
+    aten.logsumexp.default: lambda x, dims, keepdim=False: np.logaddexp.reduce(x, tuple(dims), keepdims=keepdim),
     aten.gather.default: lambda x, dim, index: np.take_along_axis(x, index, dim),
     aten._to_copy.default: _to_copy, aten.clone.default: _same, aten.alias.default: _same,
     aten.detach.default: _same, aten.lift_fresh_copy.default: _same,
