@@ -17,7 +17,7 @@ from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import gymnasium as gym
 import numpy as np
@@ -36,7 +36,7 @@ from volley.checkpoint import (
 from volley.config import AlgorithmConfig
 from volley.engines import WorkerGroup, make_worker_group
 from volley.envs import EnvCreator, SingleEnv, check_env_id, env_actions, registered_creator
-from volley.errors import CheckpointError, ConfigError, TrainingError, VolleyError, did_you_mean
+from volley.errors import CheckpointError, ConfigError, TrainingError, VolleyError
 from volley.evaluation import (
     custom_evaluation,
     episodes_of,
@@ -47,6 +47,7 @@ from volley.evaluation import (
 from volley.models import ActorCriticPolicy, Policy
 from volley.modelv2 import adds_custom_loss
 from volley.optim import Optimizer
+from volley.registry import REGISTRY, algorithm_class, registered_name, unknown_algorithm
 from volley.rllib_results import DEFAULT_POLICY, evaluation_views, training_views
 from volley.rollout.batch import Batch
 from volley.rollout.filters import FilterStats, RunningStats, make_filter
@@ -58,8 +59,8 @@ from volley.spaces import action_layout
 
 EVAL_SEED_OFFSET = 1_000_000  # evaluation environments never replay training seeds
 
-# Every algorithm class defined so far, by its class name in lower case ("ppo", "apexdqn");
-# filled by Algorithm.__init_subclass__, so this module never imports the algorithms.
+# Every algorithm class defined so far, by its class name in lower case ("ppo", "apexdqn"): the
+# subclasses that volley.registry does not name (a user's own); filled by __init_subclass__.
 _REGISTRY: dict[str, type[Algorithm]] = {}
 
 
@@ -79,17 +80,15 @@ class Algorithm(ABC):
 
     @staticmethod
     def named(name: str) -> type[Algorithm]:
-        """The algorithm called ``name``, any case: the ``algo_name`` of a class's own config
-        ('ppo', 'apex_dqn') or a class name as checkpoints record it ('PPO', 'ApexDQN'). Every
-        algorithm registers when its module is imported (``volley`` and ``volley.algorithms``
-        import the built-in ones); a subclass without a config of its own keeps the name."""
+        """The algorithm called ``name``, any case: a registered one (:mod:`volley.registry`: an
+        ``algo_name`` such as 'ppo', RLlib's 'APEX', a class name as checkpoints record it such as
+        'ApexDQN'), else a subclass defined so far, by its config's ``algo_name`` or its class name."""
+        if registered_name(name) is not None:
+            return cast(type[Algorithm], algorithm_class(name))
         by_algo_name = {cls.config_class.algo_name: cls for cls in _REGISTRY.values() if "config_class" in vars(cls)}
         found = by_algo_name.get(name.lower()) or _REGISTRY.get(name.lower())
         if found is None:
-            known = ", ".join(sorted(by_algo_name)) or (
-                "(none imported yet: 'from volley import Algorithm' registers the built-in ones)")
-            raise ConfigError(f"unknown algorithm '{name}'{did_you_mean(name.lower(), by_algo_name)}; "
-                              f"choose from {known}")
+            raise unknown_algorithm(name, [*REGISTRY, *by_algo_name])
         return found
 
     @classmethod

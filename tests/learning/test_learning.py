@@ -33,7 +33,7 @@ def test_cartpole_with_rllibs_adaptive_kl_penalty_reaches_475():
     PPO: the weight is adapted by the rule after every iteration, and CartPole is solved."""
     import torch
 
-    from volley.algorithms.ppo import adapt_kl_coeff
+    from volley.algorithms.ppo.loss import adapt_kl_coeff
 
     algo = (PPOConfig().environment("CartPole-v1").resources(engine="local")
             .training(lr=0.01, kl_coeff=0.3, kl_target=0.01).debugging(seed=1).build())
@@ -143,7 +143,7 @@ def test_apex_dqn_two_acting_workers_one_shard_reach_475(ray_session):
     import torch
 
     from volley import ApexDQNConfig
-    from volley.algorithms.apex_dqn import CARTPOLE
+    from volley.algorithms.dqn.apex import CARTPOLE
 
     algo = (ApexDQNConfig().environment("CartPole-v1").rollouts(num_workers=2)
             .training(**CARTPOLE).debugging(seed=0).build())
@@ -199,7 +199,8 @@ def test_impala_and_appo_two_ray_workers_reach_475(ray_session, algo_name):
     about 15 fell back and missed the budget). The budget is what a slow run needs; a typical one
     stops at a quarter of it."""
     from volley import APPOConfig, IMPALAConfig
-    from volley.algorithms import appo, impala
+    from volley.algorithms.impala import appo
+    from volley.algorithms.impala import learner as impala
 
     cls, settings = (IMPALAConfig, impala.CARTPOLE) if algo_name == "impala" else (APPOConfig, appo.CARTPOLE)
     algo = (cls().environment("CartPole-v1").rollouts(num_workers=2, num_envs_per_worker=8).update(**settings)
