@@ -62,4 +62,9 @@ def __dir__() -> list[str]:
     return sorted(__all__)
 
 
-__all__ = sorted({*_HOMES, "__version__"})
+__all__ = ["ActionDistribution", "Algorithm", "AlgorithmConfig", "CallbackError", "CheckpointError", "ConfigError",
+           "DefaultCallbacks", "EnvError", "Episode", "FullyConnectedNetwork", "ModelCatalog", "ModelConfig",
+           "RLlibCallback", "RecurrentNetwork", "TaskSettableEnv", "TorchCategorical", "TorchDiagGaussian",
+           "TorchDistributionWrapper", "TorchModelV2", "VolleyError", "__version__", "add_time_dimension",
+           "collect_episodes", "get_trainable_cls", "make_multi_callbacks", "register_env", "summarize_episodes"]
+__all__ += public_homes()  # the algorithms' names, from the registry

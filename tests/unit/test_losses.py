@@ -7,9 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from volley.algorithms.impala.loss import appo_surrogate
 from volley.algorithms.dqn.loss import bootstrapped_targets, dqn_loss
-from volley.algorithms.impala.loss import vtrace_policy_loss, vtrace_value_loss
+from volley.algorithms.impala.loss import appo_surrogate, vtrace_policy_loss, vtrace_value_loss
 from volley.algorithms.pg.loss import reinforce_loss
 from volley.algorithms.ppo.loss import ppo_loss, ppo_value_loss
 from volley.algorithms.sac.loss import actor_loss, critic_loss, soft_targets, temperature_loss
