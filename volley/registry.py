@@ -44,6 +44,7 @@ REGISTRY: dict[str, Registered] = {
     "appo": Registered("impala.config:APPOConfig", "impala.appo:APPO"),
     "sac": Registered("sac.config:SACConfig", "sac.learner:SAC"),
     "apex_sac": Registered("sac.config:ApexSACConfig", "sac.learner:ApexSAC"),
+    "a2c": Registered("a2c.config:A2CConfig", "a2c.learner:A2C"),
 }
 
 # RLlib's registry names that are not volley's own
