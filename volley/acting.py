@@ -34,6 +34,7 @@ from volley.heads import (
     squashed_outputs,
 )
 from volley.observations import ObsMask
+from volley.policy_spec import PolicySpec
 from volley.spaces import action_layout
 
 # -- where the weights sit in the flat vector ------------------------------------------------
@@ -398,6 +399,16 @@ class NumpyActor:
             self.state_shapes = [(model.lstm_cell_size,) if model.vf_share_layers else (2, model.lstm_cell_size)] * 2
             self.reads_prev = prev_action or prev_reward
         self._twin: Twin | None = None
+
+    @classmethod
+    def of(cls, spec: PolicySpec) -> NumpyActor | None:
+        """The numpy twin of the network ``spec`` (bound to its spaces) describes; None where it has
+        none (:attr:`PolicySpec.acts_in_numpy`)."""
+        if not spec.acts_in_numpy:
+            return None
+        observation = spec.observation
+        return cls(observation.net_shape[0], spec.spaces[1], spec.model, spec.network, spec.head_hiddens,
+                   observation.mask)
 
     def load(self, flat: np.ndarray) -> None:
         if flat.shape != (self.size,):
