@@ -185,7 +185,7 @@ class LearnerBase(ABC):
             self._driver_worker = RolloutWorker(
                 self.config.evaluation_settings(), 0, type(self).postprocess,
                 registered_creator(self.config.env), num_envs=1, seed_offset=EVAL_SEED_OFFSET,
-                render_mode="rgb_array", plan=self.workers.plan)
+                render_mode="rgb_array", plan=self.workers.plan, policy_spec=self.policy_spec)
         return self._driver_worker
 
     @property

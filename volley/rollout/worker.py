@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 import numpy as np
 
-from volley.acting import Acting, NumpyActor, Previous, State, zero_actions
+from volley.acting import NumpyActor, zero_actions
 from volley.callbacks import EPISODE_HOOKS, DefaultCallbacks, EpisodeRecord, Hooks
 from volley.config import AlgorithmConfig, RolloutPlan
 from volley.envs import EnvCreator, check_normalizable, make_vector_env
+from volley.networks.numpy_layers import Acting, Previous, State
 from volley.policy_spec import PolicySpec
 from volley.rollout.advantages import bootstrap_ends
 from volley.rollout.batch import Batch
