@@ -17,6 +17,7 @@ from volley.acting import NumpyActor
 from volley.catalog import build_network
 from volley.config import NetworkKind
 from volley.modelv2 import FullyConnectedNetwork
+from volley.networks.registry import TWIN_KINDS, twin_kind
 from volley.policy_spec import PolicySpec
 from volley.rollout.streams import EnvStreams
 
@@ -41,6 +42,12 @@ KINDS: dict[str, tuple[gym.Space, gym.Space, ModelConfig, NetworkKind, tuple[int
         ModelConfig(use_lstm=True, lstm_cell_size=8, fcnet_hiddens=[16], vf_share_layers=True,
                     lstm_use_prev_action=True, lstm_use_prev_reward=True), "actor_critic", ()),
 }
+
+
+def test_every_registered_kind_is_held_to_its_torch_network():
+    """A kind added to the registry without a case here fails this test."""
+    covered = {id(twin_kind(network, model)) for _, _, model, network, _ in KINDS.values()}
+    assert covered == {id(kind) for kind in TWIN_KINDS.values()}
 
 
 def random_observations(spec: PolicySpec, rows: int, rng: np.random.Generator) -> np.ndarray:
