@@ -85,7 +85,7 @@ def throughput_child(algo: str, env: str, warmup: float, seconds: float) -> dict
 def volley_time_to(algo: str, task: str, seed: int, max_seconds: float) -> dict:
     env, threshold, max_steps = TASKS[task]
     if algo == "appo":
-        from volley.algorithms.appo import CARTPOLE
+        from volley.algorithms.impala.appo import CARTPOLE
 
         keys = CARTPOLE | {"num_workers": 2, "num_envs_per_worker": 8} if task == "cartpole" else {
             **SHAPE, **APPO_PONG_RAM}

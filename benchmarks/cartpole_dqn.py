@@ -35,7 +35,7 @@ def run_volley_sync(seed: int) -> dict:
 
 def run_volley_apex(seed: int) -> dict:
     from volley import ApexDQNConfig
-    from volley.algorithms.apex_dqn import CARTPOLE
+    from volley.algorithms.dqn.apex import CARTPOLE
 
     one_thread()
     config = (ApexDQNConfig().environment("CartPole-v1").rollouts(num_workers=2).resources(num_cpus=2)

@@ -20,7 +20,7 @@ import argparse
 import torch
 
 from volley import ApexDQNConfig
-from volley.algorithms.apex_dqn import CARTPOLE
+from volley.algorithms.dqn.apex import CARTPOLE
 
 
 def main() -> None:

@@ -1,8 +1,8 @@
 """volley: reinforcement learning with parallel and distributed experience collection.
 
 The public names load on first use (PEP 562), so importing one layer (``volley.engines``,
-``volley.config``) never imports the layers above it; the first of them imports every
-built-in algorithm, so each is registered by name.
+``volley.config``) never imports the layers above it; the algorithms' names are read from the
+registry (:mod:`volley.registry`), where each is written once.
 """
 
 from __future__ import annotations
@@ -12,30 +12,11 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from volley._version import __version__
+from volley.registry import public_homes
 
 if TYPE_CHECKING:
     from volley.algorithm import Algorithm
-    from volley.algorithms import (
-        APPO,
-        DQN,
-        IMPALA,
-        PG,
-        PPO,
-        SAC,
-        TRPO,
-        ApexDQN,
-        ApexDQNConfig,
-        ApexSAC,
-        ApexSACConfig,
-        APPOConfig,
-        DQNConfig,
-        IMPALAConfig,
-        PGConfig,
-        PPOConfig,
-        SACConfig,
-        TRPOConfig,
-        get_trainable_cls,
-    )
+    from volley.algorithms import get_trainable_cls
     from volley.callbacks import DefaultCallbacks, Episode, RLlibCallback, make_multi_callbacks
     from volley.catalog import ModelCatalog
     from volley.config import AlgorithmConfig, ModelConfig
@@ -66,19 +47,18 @@ _HOMES = {
                     "volley.distributions"),
     **dict.fromkeys(["CallbackError", "CheckpointError", "ConfigError", "EnvError", "VolleyError"], "volley.errors"),
     **dict.fromkeys(["DefaultCallbacks", "Episode", "RLlibCallback", "make_multi_callbacks"], "volley.callbacks"),
-    **dict.fromkeys(["APPO", "APPOConfig", "IMPALA", "IMPALAConfig", "ApexDQN", "ApexDQNConfig", "ApexSAC",
-                     "ApexSACConfig", "DQN", "DQNConfig", "PG", "PGConfig", "PPO", "PPOConfig", "SAC", "SACConfig",
-                     "TRPO", "TRPOConfig", "get_trainable_cls"], "volley.algorithms"),
+    "get_trainable_cls": "volley.algorithms",
+    **public_homes(),
 }
 
 
 def __getattr__(name: str) -> Any:
     if name not in _HOMES:
         raise AttributeError(f"module 'volley' has no attribute {name!r}")
-    importlib.import_module("volley.algorithms")  # registers the built-in algorithms by name
-    if "ray" in sys.modules and _HOMES[name] in ("volley.algorithms", "volley.config"):
+    home = _HOMES[name]
+    if "ray" in sys.modules and (home.startswith("volley.algorithms") or home == "volley.config"):
         importlib.import_module("volley.tune")  # a Ray script: Tune's "PPO" runs volley's PPO from now on
-    return getattr(importlib.import_module(_HOMES[name]), name)
+    return getattr(importlib.import_module(home), name)
 
 
 def __dir__() -> list[str]:
@@ -86,11 +66,9 @@ def __dir__() -> list[str]:
     return sorted(__all__)
 
 
-__all__ = ["APPO", "APPOConfig", "IMPALA", "IMPALAConfig", "ActionDistribution", "ApexDQN", "ApexDQNConfig", "ApexSAC",
-           "ApexSACConfig", "DQN", "DQNConfig", "PG", "PGConfig", "PPO", "Algorithm", "AlgorithmConfig",
-           "CallbackError", "CheckpointError", "ConfigError", "DefaultCallbacks", "EnvError", "Episode",
-           "FullyConnectedNetwork", "ModelCatalog", "ModelConfig", "PPOConfig", "RLlibCallback", "RecurrentNetwork",
-           "SAC", "SACConfig", "TRPO", "TRPOConfig", "TaskSettableEnv", "TorchCategorical", "TorchDiagGaussian",
-           "TorchDistributionWrapper",
-           "TorchModelV2", "VolleyError", "__version__", "add_time_dimension", "collect_episodes",
-           "get_trainable_cls", "make_multi_callbacks", "register_env", "summarize_episodes"]
+__all__ = ["ActionDistribution", "Algorithm", "AlgorithmConfig", "CallbackError", "CheckpointError", "ConfigError",
+           "DefaultCallbacks", "EnvError", "Episode", "FullyConnectedNetwork", "ModelCatalog", "ModelConfig",
+           "RLlibCallback", "RecurrentNetwork", "TaskSettableEnv", "TorchCategorical", "TorchDiagGaussian",
+           "TorchDistributionWrapper", "TorchModelV2", "VolleyError", "__version__", "add_time_dimension",
+           "collect_episodes", "get_trainable_cls", "make_multi_callbacks", "register_env", "summarize_episodes"]
+__all__ += public_homes()  # the algorithms' names, from the registry

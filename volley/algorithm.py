@@ -12,15 +12,16 @@ algorithm classes and what reads it (``named``, ``from_checkpoint``).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from volley.checkpoint import check_restorable, read_checkpoint
 from volley.config import AlgorithmConfig
-from volley.errors import CheckpointError, ConfigError, did_you_mean
+from volley.errors import CheckpointError, ConfigError
 from volley.learner.loop import Learner
+from volley.registry import REGISTRY, algorithm_class, registered_name, unknown_algorithm
 
-# Every algorithm class defined so far, by its class name in lower case ("ppo", "apexdqn");
-# filled by Algorithm.__init_subclass__, so this module never imports the algorithms.
+# Every algorithm class defined so far, by its class name in lower case ("ppo", "apexdqn"): the
+# subclasses that volley.registry does not name (a user's own); filled by __init_subclass__.
 _REGISTRY: dict[str, type[Algorithm]] = {}
 
 
@@ -33,17 +34,15 @@ class Algorithm(Learner):
 
     @staticmethod
     def named(name: str) -> type[Algorithm]:
-        """The algorithm called ``name``, any case: the ``algo_name`` of a class's own config
-        ('ppo', 'apex_dqn') or a class name as checkpoints record it ('PPO', 'ApexDQN'). Every
-        algorithm registers when its module is imported (``volley`` and ``volley.algorithms``
-        import the built-in ones); a subclass without a config of its own keeps the name."""
+        """The algorithm called ``name``, any case: a registered one (:mod:`volley.registry`: an
+        ``algo_name`` such as 'ppo', RLlib's 'APEX', a class name as checkpoints record it such as
+        'ApexDQN'), else a subclass defined so far, by its config's ``algo_name`` or its class name."""
+        if registered_name(name) is not None:
+            return cast(type[Algorithm], algorithm_class(name))
         by_algo_name = {cls.config_class.algo_name: cls for cls in _REGISTRY.values() if "config_class" in vars(cls)}
         found = by_algo_name.get(name.lower()) or _REGISTRY.get(name.lower())
         if found is None:
-            known = ", ".join(sorted(by_algo_name)) or (
-                "(none imported yet: 'from volley import Algorithm' registers the built-in ones)")
-            raise ConfigError(f"unknown algorithm '{name}'{did_you_mean(name.lower(), by_algo_name)}; "
-                              f"choose from {known}")
+            raise unknown_algorithm(name, [*REGISTRY, *by_algo_name])
         return found
 
     @classmethod

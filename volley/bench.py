@@ -178,7 +178,7 @@ def sampling_worker(env: str, num_envs: int, overrides: dict[str, Any],
     import torch
 
     from volley.algorithms.ppo import PPO, PPOConfig
-    from volley.catalog import build_policy
+    from volley.catalog import build_network
     from volley.rollout.worker import RolloutWorker
 
     torch.set_num_threads(1)
@@ -190,8 +190,7 @@ def sampling_worker(env: str, num_envs: int, overrides: dict[str, Any],
     worker = RolloutWorker(config, 0, PPO.postprocess, plan=plan)
     # the learner's weights, built apart: the worker acts as a Ray worker does (an MLP in numpy,
     # its torch network never built)
-    weights = build_policy(worker.observation_space, worker.action_space, config.model, config.network,
-                           config.head_hiddens)[1].get_flat_weights()
+    weights = build_network(worker.policy_spec).get_flat_weights()
     return worker, weights, plan.fragment_length * num_envs
 
 

@@ -1,7 +1,7 @@
 """The catalog: (observation space, action space, model config) → a network behind one interface.
 
-:func:`build_policy` is the one place a network is made, for the learner and for every worker:
-volley's own MLP or Nature CNN (:mod:`volley.models`; an MLP acts through its numpy twin),
+:func:`build_network` is the one place a network is made, for the learner and for every worker,
+from a :class:`volley.policy_spec.PolicySpec`: volley's own MLP or Nature CNN (:mod:`volley.models`; an MLP acts through its numpy twin),
 either with an LSTM on it (``use_lstm``, :mod:`volley.recurrent`), or a user's custom model
 (:mod:`volley.modelv2`, RLlib's ``ModelV2`` protocol; it acts in numpy where it traces,
 :mod:`volley.traced`, else in torch).
@@ -15,6 +15,7 @@ Each is a :class:`volley.models.Policy`: distribution inputs, values and a recur
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any, cast
 
 import gymnasium as gym
@@ -36,7 +37,8 @@ from volley.modelv2 import (
     model_observation_space,
 )
 from volley.named import CUSTOM_ACTION_DISTS, CUSTOM_MODELS, NamedObjects, has_methods
-from volley.observations import ObsMask, ObsPreprocessor, find_action_mask
+from volley.observations import ObsMask, ObsPreprocessor
+from volley.policy_spec import PolicySpec
 from volley.recurrent import LSTMActorCritic
 
 
@@ -108,10 +110,9 @@ def check_action_dist_class(name: str, dist_class: Any) -> None:
                           "MyDist(TorchDistributionWrapper), from volley or from ray.rllib)")
 
 
-def named_class(registry: NamedObjects, name: str, check: Callable[[str, Any], None]) -> type:
-    """The class ``name`` finds in ``registry`` in this process, passed by ``check``; a ConfigError if
-    there is none (``model["custom_model"]``, ``model["custom_action_dist"]``)."""
-    found = registry.find(name)
+def checked_class(registry: NamedObjects, name: str, found: type | None, check: Callable[[str, Any], None]) -> type:
+    """The class ``name`` found (``model["custom_model"]``, ``model["custom_action_dist"]``), passed by
+    ``check``; a ConfigError if none was found."""
     if found is None:
         raise ConfigError(registry.missing(name))
     check(name, found)
@@ -120,7 +121,7 @@ def named_class(registry: NamedObjects, name: str, check: Callable[[str, Any], N
 
 def custom_model_class(name: str) -> type:
     """The class ``model["custom_model"]`` names in this process; a ConfigError if there is none."""
-    return named_class(CUSTOM_MODELS, name, check_model_class)
+    return checked_class(CUSTOM_MODELS, name, CUSTOM_MODELS.find(name), check_model_class)
 
 
 def model_config_dict(model: ModelConfig) -> dict[str, Any]:
@@ -157,28 +158,37 @@ def build_policy(obs_space: gym.Space, action_space: gym.Space, model: ModelConf
                  network: NetworkKind = "actor_critic", head_hiddens: Sequence[int] = (),
                  model_class: type | None = None, *, action_mask_key: str = "action_mask",
                  action_dist_class: type | None = None) -> tuple[ObsPreprocessor, Policy]:
-    """The preprocessor and the network for a pair of spaces; a clear error for others.
+    """The observation layout and the network for a pair of spaces and a model config, as
+    :func:`build_network` builds them (``model_class``, ``action_dist_class``: the classes of
+    ``model.custom_model`` and ``model.custom_action_dist``; None: found by name in this process)."""
+    spec = PolicySpec.for_model(model, network, head_hiddens, action_mask_key)
+    spec = replace(spec, model_class=model_class or spec.model_class,
+                   action_dist_class=action_dist_class or spec.action_dist_class).with_spaces(obs_space, action_space)
+    return spec.observation, build_network(spec)
 
-    ``head_hiddens`` are a Q-network's layers between its body and its Q-values. With
-    ``model.custom_model`` set, ``model_class`` is its class, and with ``model.custom_action_dist``
-    set, ``action_dist_class`` is that one's (a worker gets them with its recipe; None: found by name
-    in this process). A Dict observation holding ``action_mask_key`` masks the actions
+
+def build_network(spec: PolicySpec) -> Policy:
+    """The network ``spec`` (bound to its spaces) describes; a clear error for spaces or classes it
+    cannot take. Its observation layout (``spec.observation``) says which columns it reads; a Dict
+    observation holding ``spec.action_mask_key`` masks the actions
     (:func:`volley.observations.find_action_mask`)."""
-    pre = ObsPreprocessor(obs_space, find_action_mask(obs_space, action_space, action_mask_key))
+    pre, model, network = spec.observation, spec.model, spec.network
+    obs_space, action_space = spec.spaces
     dist_class = None
     if model.custom_action_dist is not None:
-        dist_class = action_dist_class or named_class(CUSTOM_ACTION_DISTS, model.custom_action_dist,
-                                                     check_action_dist_class)
+        dist_class = checked_class(CUSTOM_ACTION_DISTS, model.custom_action_dist, spec.action_dist_class,
+                                   check_action_dist_class)
         if network != "actor_critic":
             raise ConfigError(f"custom_action_dist {model.custom_action_dist!r} is for PPO, PG and TRPO: DQN "
                               "and Ape-X act ε-greedily on their Q-values")
         if pre.mask is not None:
-            raise ConfigError(f"observation key {action_mask_key!r} is an action mask, and volley masks the logits "
-                              f"of its own distributions only: with custom_action_dist {model.custom_action_dist!r}, "
-                              "mask inside the distribution and rename the key (or set action_mask_key)")
+            raise ConfigError(f"observation key {spec.action_mask_key!r} is an action mask, and volley masks the "
+                              f"logits of its own distributions only: with custom_action_dist "
+                              f"{model.custom_action_dist!r}, mask inside the distribution and rename the key "
+                              "(or set action_mask_key)")
     if model.custom_model is not None:
-        policy = _custom_policy(pre, action_space, model, network, head_hiddens,
-                                model_class or custom_model_class(model.custom_model), dist_class)
+        model_class = checked_class(CUSTOM_MODELS, model.custom_model, spec.model_class, check_model_class)
+        policy = _custom_policy(pre, action_space, model, network, spec.head_hiddens, model_class, dist_class)
     elif network == "actor_critic":
         custom_dist = None if dist_class is None else (
             dist_class, required_outputs(dist_class, action_space, model_config_dict(model)))
@@ -191,16 +201,16 @@ def build_policy(obs_space: gym.Space, action_space: gym.Space, model: ModelConf
         policy = SquashedGaussianActor(pre.net_shape[0], action_space, model)
     else:
         body, n_feat = trunk(pre.net_shape, pre.is_image, model)
-        policy = QNetwork(body, n_feat, action_space, model, dueling=network == "dueling_q", hiddens=head_hiddens,
-                          mask=pre.mask)
-    if model.custom_model is None and dist_class is None and not pre.is_image:
+        policy = QNetwork(body, n_feat, action_space, model, dueling=network == "dueling_q",
+                          hiddens=spec.head_hiddens, mask=pre.mask)
+    if spec.acts_in_numpy:
         # workers slice its flat weights by this layout, without torch
-        layout = parameter_shapes(pre.net_shape[0], action_space, model, network, head_hiddens)
+        layout = parameter_shapes(pre.net_shape[0], action_space, model, network, spec.head_hiddens)
         assert [(name, tuple(p.shape)) for name, p in policy.named_parameters()] == layout, \
             "volley.acting.parameter_shapes no longer describes this network"
     if dist_class is not None:
         _check_custom_dist(policy, pre, dist_class)
-    return pre, policy
+    return policy
 
 
 def _custom_policy(pre: ObsPreprocessor, action_space: gym.Space, model: ModelConfig, network: NetworkKind,

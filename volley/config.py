@@ -25,6 +25,7 @@ from volley.callbacks import callbacks_name
 from volley.coercion import FieldsAsDict, coerce, is_search_space, picklable_dict
 from volley.errors import ConfigError, did_you_mean, shown
 from volley.named import CUSTOM_ACTION_DISTS, CUSTOM_MODELS, env_name, function_name
+from volley.registry import algorithm_class
 from volley.rllib_compat import NOT_PASSED_TO_CUSTOM_MODELS, rllib_key
 from volley.rllib_keys import unset_deprecated
 from volley.schedules import Schedulable, check_schedulable
@@ -757,9 +758,12 @@ class AlgorithmConfig:
         return twin
 
     def build(self, env: Any = None) -> Any:
-        """Validate and construct the algorithm; ``env`` (RLlib's ``build(env=...)``) sets the
-        environment of this config first."""
-        raise NotImplementedError(f"{type(self).__name__} names no algorithm to build")
+        """Validate and construct the algorithm that ``algo_name`` names in the registry
+        (:mod:`volley.registry`); ``env`` (RLlib's ``build(env=...)``) sets the environment of this
+        config first."""
+        if not self.algo_name:
+            raise NotImplementedError(f"{type(self).__name__} names no algorithm to build")
+        return algorithm_class(self.algo_name)(self._prepare_build(env))
 
     def build_algo(self, env: Any = None) -> Any:
         """RLlib's newer name of :meth:`build`."""

@@ -32,15 +32,6 @@ import numpy as np
 import torch
 from torch import nn
 
-from volley.acting import (
-    Acting,
-    Previous,
-    State,
-    Twin,
-    actor_critic_twin,
-    q_network_twin,
-    squashed_gaussian_twin,
-)
 from volley.config import ModelConfig
 from volley.distributions import (
     Categorical as Categorical,  # learning's distributions, kept here by name
@@ -67,6 +58,10 @@ from volley.heads import (
     squashed_gaussian_head,
     squashed_outputs,
 )
+from volley.networks.actor_critic import actor_critic_twin
+from volley.networks.numpy_layers import Acting, Previous, State, Twin
+from volley.networks.q_network import q_network_twin
+from volley.networks.squashed_gaussian import squashed_gaussian_twin
 from volley.observations import ObsMask
 from volley.spaces import action_layout
 from volley.traced_dists import TracedDistribution

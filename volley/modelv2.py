@@ -31,7 +31,6 @@ import numpy as np
 import torch
 from torch import nn
 
-from volley.acting import State, Twin
 from volley.distributions import (
     CustomDistribution,
     Distribution,
@@ -41,6 +40,7 @@ from volley.distributions import (
 from volley.errors import ConfigError, shown
 from volley.heads import Head, action_head
 from volley.models import ActorCriticPolicy, TorchPrevious
+from volley.networks.numpy_layers import State, Twin
 from volley.observations import ObsMask, ObsPreprocessor, flat_size
 from volley.recurrent import zero_previous
 from volley.spaces import action_layout

@@ -26,10 +26,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from volley.acting import State, Twin, lstm_actor_critic_twin, previous_width
 from volley.config import ModelConfig
 from volley.distributions import Distribution
 from volley.models import ActorCritic, TorchPrevious, named_arrays, split_mask
+from volley.networks.lstm import lstm_actor_critic_twin, previous_width
+from volley.networks.numpy_layers import State, Twin
 from volley.observations import ObsMask
 
 

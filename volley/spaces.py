@@ -7,7 +7,7 @@ spaces as RLlib's nested action spaces are. A leaf is one or more categoricals (
 ``Discrete``; each element of a ``MultiDiscrete``, ``MultiBinary`` or integer ``Box``) or a
 block of Gaussian values (a float ``Box``). A composite action's log-probability is the sum of
 its parts', and its entropy and KL likewise (:mod:`volley.distributions`, and the numpy heads
-of :mod:`volley.acting`).
+of :mod:`volley.heads`).
 
 Actions in batches (the flat layout), ``B`` rows:
 

@@ -28,8 +28,8 @@ import torch
 from torch import fx
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from volley.acting import ActFn, Acting, Previous, State, Twin
 from volley.heads import Head, RandomStreams
+from volley.networks.numpy_layers import ActFn, Acting, Previous, State, Twin
 
 aten = torch.ops.aten
 DTYPES = {torch.float32: np.float32, torch.float64: np.float64, torch.int64: np.int64,
@@ -234,7 +234,7 @@ def _width(node: Any) -> int:
 def stack_twins(graph: fx.Graph, fixed: set[fx.Node]) -> None:
     """Two towers of Linear and activation layers on the same input (a policy's and a value
     function's) as one: each pair of layers one batched product of stacked weights ``[2, in, out]``,
-    as :meth:`volley.acting.NumpyMLP.stacked` does for volley's own MLP, so a step makes half the
+    as :meth:`volley.networks.numpy_layers.NumpyMLP.stacked` does for volley's own MLP, so a step makes half the
     numpy calls. The towers stay apart where they stop being alike (the narrower of two last
     layers is padded with zero columns, and the chain ends there)."""
     first = next((n for n in graph.nodes if n.op == "call_function" and n not in fixed), None)

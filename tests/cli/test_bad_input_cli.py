@@ -39,7 +39,7 @@ train_flag = st.one_of(
     set_flag,
     st.tuples(st.sampled_from(["--workers", "--envs-per-worker", "--seed", "--max-timesteps",
                                "--checkpoint-freq", "--nprocs", "--num-cpus", "--stop-reward"]), numbers).map(list),
-    st.tuples(st.just("--algo"), st.sampled_from([*ALGORITHMS, "PPO", "ppp", "a2c", ""])).map(list),
+    st.tuples(st.just("--algo"), st.sampled_from([*ALGORITHMS, "PPO", "ppp", "a3c", ""])).map(list),
     st.tuples(st.just("--env"), st.sampled_from(["CartPole-v1", "FrozenLake-v1", "Pendulum-v1",
                                                  "CartPol-v1", "no/such-v0", ""]) | words).map(list),
     st.tuples(st.just("--engine"), st.sampled_from(["local", "rey", "MPI", ""])).map(list),

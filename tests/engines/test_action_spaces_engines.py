@@ -19,7 +19,7 @@ from volley import (
     TRPOConfig,
     VolleyError,
 )
-from volley.algorithm_configs import PGConfig
+from volley.algorithms.pg import PGConfig
 
 masking = load_example("action_masking")
 multidiscrete = load_example("multidiscrete_actions")

@@ -25,7 +25,7 @@ from volley import (
     DQNConfig,
     SACConfig,
 )
-from volley.algorithms.apex_dqn import per_worker_epsilon
+from volley.algorithms.dqn.apex import per_worker_epsilon
 from volley.checkpoint import read_checkpoint
 from volley.cli import main
 from volley.errors import WorkerError

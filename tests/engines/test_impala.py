@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from volley import APPO, IMPALA, Algorithm, APPOConfig, ConfigError, IMPALAConfig
-from volley.algorithms.impala import MinibatchBuffer
+from volley.algorithms.impala.learner import MinibatchBuffer
 from volley.catalog import build_policy
 from volley.checkpoint import read_checkpoint
 from volley.engines import StreamSpec, make_streaming_group

@@ -93,8 +93,8 @@ def test_checkpoint_of_another_algorithm(trained, tmp_path):
     finally:
         pg.stop()
     tensors, manifest = _reload(path)
-    write_checkpoint(tmp_path / "copy", tensors, {**manifest, "algorithm": "A2C"})
-    with pytest.raises(CheckpointError, match=r"checkpoint '.*copy' cannot be loaded: unknown algorithm 'A2C'"):
+    write_checkpoint(tmp_path / "copy", tensors, {**manifest, "algorithm": "A3C"})
+    with pytest.raises(CheckpointError, match=r"checkpoint '.*copy' cannot be loaded: unknown algorithm 'A3C'"):
         Algorithm.from_checkpoint(tmp_path / "copy")
 
 

@@ -38,7 +38,7 @@ def test_rllib_page_says_what_volley_does_with_every_rllib_key():
     for entry in RLLIB_KEYS:
         assert f"| `{entry.name.removeprefix('model.')}` | {entry.volley} |" in page, entry.name
     assert "| `num_rollout_workers` | `num_workers` | all |" in page  # the config classes' aliases
-    assert "| `lambda_` | `gae_lambda` | PPO, TRPO |" in page
+    assert "| `lambda_` | `gae_lambda` | PPO, TRPO, A2C |" in page
     assert ("| `num_gpus_per_worker` | not supported (accepted: `0`): rollout workers act on the CPU; "
             "num_gpus gives the learner a GPU | all |") in page
     assert "| `env_runners/episode_return_mean` | `episode_reward_mean` |" in page  # result keys

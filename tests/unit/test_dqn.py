@@ -10,7 +10,7 @@ from gymnasium.wrappers import TimeLimit
 from test_worker import Counter
 
 from volley import ConfigError, DQNConfig
-from volley.algorithms.dqn import DQN, exploration_epsilon, q_targets
+from volley.algorithms.dqn.learner import DQN, exploration_epsilon, q_targets
 from volley.config import ModelConfig
 from volley.heads import epsilon_greedy_head
 from volley.models import EpsilonGreedy, QNetwork, trunk

@@ -7,13 +7,12 @@ import numpy as np
 import pytest
 import torch
 
-from volley.algorithms.appo import appo_surrogate
-from volley.algorithms.dqn import bootstrapped_targets, dqn_loss
-from volley.algorithms.impala import vtrace_policy_loss, vtrace_value_loss
-from volley.algorithms.pg import reinforce_loss
-from volley.algorithms.ppo import ppo_loss, ppo_value_loss
-from volley.algorithms.sac import actor_loss, critic_loss, soft_targets, temperature_loss
-from volley.algorithms.trpo import trpo_surrogate
+from volley.algorithms.dqn.loss import bootstrapped_targets, dqn_loss
+from volley.algorithms.impala.loss import appo_surrogate, vtrace_policy_loss, vtrace_value_loss
+from volley.algorithms.pg.loss import reinforce_loss
+from volley.algorithms.ppo.loss import ppo_loss, ppo_value_loss
+from volley.algorithms.sac.loss import actor_loss, critic_loss, soft_targets, temperature_loss
+from volley.algorithms.trpo.loss import trpo_surrogate
 from volley.rollout.advantages import vtrace
 
 

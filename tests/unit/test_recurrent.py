@@ -12,7 +12,7 @@ from custom_models import TorchRNNModel
 
 from volley import ApexDQNConfig, DQNConfig, PGConfig, PPOConfig, TRPOConfig, VolleyError
 from volley.acting import NumpyActor
-from volley.algorithm_configs import APPOConfig, IMPALAConfig
+from volley.algorithms.impala import APPOConfig, IMPALAConfig
 from volley.catalog import build_policy
 from volley.config import ModelConfig
 from volley.errors import ConfigError

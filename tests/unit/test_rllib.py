@@ -24,7 +24,7 @@ from volley import (
     PPOConfig,
     TRPOConfig,
 )
-from volley.algorithms.ppo import adapt_kl_coeff
+from volley.algorithms.ppo.loss import adapt_kl_coeff
 from volley.config import AlgorithmConfig
 from volley.rllib_compat import RLLIB_KEYS, RLlibKey, takes
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from volley import Algorithm, EnvError, PPOConfig, VolleyError
-from volley.algorithms.ppo import adapt_kl_coeff
+from volley.algorithms.ppo.loss import adapt_kl_coeff
 from volley.envs import env_actions
 from volley.logging import PROGRESS, ResultLogger
 from volley.named import ENVIRONMENTS

@@ -15,7 +15,7 @@ from gymnasium.envs.classic_control import PendulumEnv
 from torch import distributions as td
 
 from volley import ConfigError, DefaultCallbacks, SACConfig, register_env
-from volley.algorithms.sac import critic_targets, sac_losses
+from volley.algorithms.sac.loss import critic_targets, sac_losses
 from volley.config import ModelConfig
 from volley.distributions import SquashedGaussian
 from volley.heads import squashed_gaussian_logp

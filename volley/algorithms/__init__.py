@@ -1,42 +1,25 @@
-"""One module per algorithm; importing this package registers the built-in ones by name."""
+"""A package per algorithm: its config (torch-free), its loss (pure functions), its learner step.
+
+The registry (:mod:`volley.registry`) names them; this package's names are read from it and load
+on first use (PEP 562), so that unpickling a config on a rollout worker, which imports its
+package, imports no torch.
+"""
 
 from __future__ import annotations
 
-from volley.algorithm import Algorithm
-from volley.algorithm_configs import (
-    ApexDQNConfig,
-    ApexSACConfig,
-    APPOConfig,
-    DQNConfig,
-    IMPALAConfig,
-    PGConfig,
-    PPOConfig,
-    SACConfig,
-    TRPOConfig,
-)
-from volley.algorithms.apex_dqn import ApexDQN
-from volley.algorithms.appo import APPO
-from volley.algorithms.dqn import DQN
-from volley.algorithms.impala import IMPALA
-from volley.algorithms.pg import PG
-from volley.algorithms.ppo import PPO
-from volley.algorithms.sac import SAC, ApexSAC
-from volley.algorithms.trpo import TRPO
-from volley.config import AlgorithmConfig
+import importlib
+from typing import TYPE_CHECKING, Any
 
-# The built-in algorithms, in the order the docs and the CLI list them
-ALGORITHMS: dict[str, type[Algorithm]] = {"ppo": PPO, "trpo": TRPO, "pg": PG, "dqn": DQN,
-                                          "apex_dqn": ApexDQN, "impala": IMPALA, "appo": APPO, "sac": SAC,
-                                          "apex_sac": ApexSAC}
+from volley.registry import REGISTRY, RLLIB_NAMES, algorithm_class, config_class, public_homes
 
-
-# RLlib's registry names that are not volley's own
-RLLIB_NAMES = {"apex": "apex_dqn"}
+if TYPE_CHECKING:
+    from volley.algorithm import Algorithm
+    from volley.config import AlgorithmConfig
 
 
 def get_algorithm_class(name: str) -> type[Algorithm]:
     """The algorithm called ``name`` (case-insensitive: 'ppo', 'PPO', 'ApexDQN', RLlib's 'APEX')."""
-    return Algorithm.named(RLLIB_NAMES.get(name.lower(), name))
+    return algorithm_class(name)
 
 
 def get_trainable_cls(name: str) -> type[Algorithm]:
@@ -46,9 +29,17 @@ def get_trainable_cls(name: str) -> type[Algorithm]:
 
 
 def get_config_class(name: str) -> type[AlgorithmConfig]:
-    return get_algorithm_class(name).config_class
+    """The config class of the algorithm called ``name``; imports no torch."""
+    return config_class(name)
 
 
-__all__ = ["ALGORITHMS", "APPO", "APPOConfig", "IMPALA", "IMPALAConfig", "ApexDQN", "ApexDQNConfig", "ApexSAC",
-           "ApexSACConfig", "DQN", "DQNConfig", "PG", "PPO", "PGConfig", "PPOConfig", "SAC", "SACConfig", "TRPO",
-           "TRPOConfig", "get_algorithm_class", "get_config_class", "get_trainable_cls"]
+def __getattr__(name: str) -> Any:
+    if name == "ALGORITHMS":  # every built-in algorithm class by name, in the registry's order
+        return {algo: algorithm_class(algo) for algo in REGISTRY}
+    homes = public_homes()
+    if name not in homes:
+        raise AttributeError(f"module 'volley.algorithms' has no attribute {name!r}")
+    return getattr(importlib.import_module(homes[name]), name)
+
+
+__all__ = ["RLLIB_NAMES", "get_algorithm_class", "get_config_class", "get_trainable_cls", *public_homes()]

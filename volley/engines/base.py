@@ -20,7 +20,7 @@ import numpy as np
 from volley.callbacks import DefaultCallbacks, callbacks_class_of
 from volley.config import AlgorithmConfig, RolloutPlan
 from volley.envs import EnvCreator
-from volley.named import CUSTOM_ACTION_DISTS, CUSTOM_MODELS
+from volley.policy_spec import PolicySpec
 from volley.replay import Prioritization
 from volley.rollout.batch import Batch
 from volley.rollout.filters import FilterStats
@@ -55,26 +55,22 @@ class WorkerRecipe:
     env_creator: EnvCreator | None
     seed_offset: int = 0  # added to every environment index (evaluation workers have their own)
     callbacks_class: type[DefaultCallbacks] | None = None  # default: the class the config names
-    # the class of config.model.custom_model, found where the recipe is made (the driver, every MPI
-    # rank): it travels to Ray workers with the recipe, as the environment creator does
-    model_class: type | None = None
-    action_dist_class: type | None = None  # that of config.model.custom_action_dist, likewise
+    # the policy, resolved where the recipe is made (the driver, every MPI rank): its classes (a
+    # custom model, a custom action distribution) travel to Ray workers with the recipe, as the
+    # environment creator does. Default: the one the config describes
+    policy_spec: PolicySpec | None = None
 
     def __post_init__(self) -> None:
         if self.callbacks_class is None:
             object.__setattr__(self, "callbacks_class", callbacks_class_of(self.config.callbacks_class))
-        model = self.config.model
-        for attribute, registry, name in (("model_class", CUSTOM_MODELS, model.custom_model),
-                                          ("action_dist_class", CUSTOM_ACTION_DISTS, model.custom_action_dist)):
-            if getattr(self, attribute) is None and name is not None:
-                object.__setattr__(self, attribute, registry.find(name))
+        if self.policy_spec is None:
+            object.__setattr__(self, "policy_spec", PolicySpec.of(self.config))
 
     def build(self, index: int, slot: int | None = None) -> RolloutWorker:
         """Worker ``index``; ``slot`` (default ``index``) picks its environments' seeds."""
         return RolloutWorker(self.config, index, self.postprocess, self.env_creator,
                              seed_offset=self.seed_offset, plan=self.plan, slot=slot,
-                             model_class=self.model_class, callbacks_class=self.callbacks_class,
-                             action_dist_class=self.action_dist_class)
+                             policy_spec=self.policy_spec, callbacks_class=self.callbacks_class)
 
 
 class WorkerGroup(ABC):

@@ -67,8 +67,10 @@ def ship_recipe(recipe: WorkerRecipe) -> None:
     """Make the user's code a recipe holds (environment creator, custom model and action distribution
     classes, callbacks classes) reach Ray's workers; a ConfigError naming it if it cannot be pickled (a lock or an open
     file among a class's attributes), before any actor starts."""
-    for what, user_object in (("environment creator", recipe.env_creator), ("custom model", recipe.model_class),
-                              ("custom action dist", recipe.action_dist_class)):
+    spec = recipe.policy_spec
+    assert spec is not None  # resolved with the recipe
+    for what, user_object in (("environment creator", recipe.env_creator), ("custom model", spec.model_class),
+                              ("custom action dist", spec.action_dist_class)):
         if user_object is None:
             continue
         ship_by_value(user_object)

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from volley.callbacks import EpisodeMetrics, Hooks, LearnerMetrics
-from volley.catalog import build_policy
+from volley.catalog import build_network
 from volley.config import AlgorithmConfig
 from volley.engines import WorkerGroup, make_worker_group
 from volley.envs import EnvCreator, check_env_id, registered_creator
@@ -31,6 +31,7 @@ from volley.errors import ConfigError
 from volley.models import Policy
 from volley.modelv2 import adds_custom_loss
 from volley.optim import Optimizer
+from volley.policy_spec import PolicySpec
 from volley.rollout.filters import RunningStats, make_filter
 from volley.rollout.worker import RolloutWorker
 
@@ -84,16 +85,15 @@ class LearnerBase(ABC):
         # on one thread: the orthogonal init's QR rounds differently on two, so the first run
         # of a process (torch's default threads) and later ones (the learner's) would differ
         torch.set_num_threads(1)
-        self.preprocess, policy = build_policy(self.observation_space, self.action_space, config.model,
-                                               config.network, config.head_hiddens,
-                                               action_mask_key=config.action_mask_key)
-        self.policy = policy.to(self.device)
+        # the policy the workers were sent, bound to their spaces
+        self.policy_spec = PolicySpec.of(config).with_spaces(self.observation_space, self.action_space)
+        self.preprocess = self.policy_spec.observation
+        self.policy = build_network(self.policy_spec).to(self.device)
         if adds_custom_loss(self.policy) and not self.adds_custom_loss:
             raise ConfigError(f"the custom model overrides custom_loss(), which {type(self).__name__} does not "
                               "add to its loss (PPO and PG do); train it with one of those, or drop custom_loss()")
         torch.set_num_threads(self.learner_threads())
-        mask = self.preprocess.mask
-        self.obs_filter = make_filter(config.observation_filter, self.preprocess.shape, None if mask is None else mask.mask)
+        self.obs_filter = make_filter(config.observation_filter, self.preprocess)
         self.reward_stats = RunningStats(()) if config.normalize_rewards else None
         self.rng = np.random.default_rng(config.seed)
         self.iteration = 0
@@ -192,7 +192,7 @@ class LearnerBase(ABC):
             self._driver_worker = RolloutWorker(
                 self.config.evaluation_settings(), 0, type(self).postprocess,
                 registered_creator(self.config.env), num_envs=1, seed_offset=EVAL_SEED_OFFSET,
-                render_mode="rgb_array", plan=self.workers.plan)
+                render_mode="rgb_array", plan=self.workers.plan, policy_spec=self.policy_spec)
         return self._driver_worker
 
     @property

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from volley.observations import ObsPreprocessor
+
 
 class RunningStats:
     """Count, mean and sum of squared deviations (M2) of a stream of vectors."""
@@ -140,9 +142,12 @@ class NoFilter:
         return None
 
 
-def make_filter(name: str, shape: tuple[int, ...], unfiltered: slice | None = None) -> MeanStdFilter | NoFilter:
-    """The filter named by ``config.observation_filter`` (``unfiltered``: columns it leaves as they are)."""
-    return MeanStdFilter(shape, unfiltered=unfiltered) if name == "MeanStdFilter" else NoFilter()
+def make_filter(name: str, observation: ObsPreprocessor) -> MeanStdFilter | NoFilter:
+    """The filter named by ``config.observation_filter`` over the columns of ``observation`` (a
+    :class:`volley.policy_spec.PolicySpec`'s layout), its action mask left as it is."""
+    if name != "MeanStdFilter":
+        return NoFilter()
+    return MeanStdFilter(observation.shape, unfiltered=None if observation.mask is None else observation.mask.mask)
 
 
 class RewardNormalizer:

@@ -14,10 +14,10 @@ from collections.abc import Callable
 import gymnasium as gym
 import numpy as np
 
-from volley.acting import Acting, Previous, State
 from volley.callbacks import EpisodeRecord
 from volley.envs import env_actions, reset_seeded
 from volley.errors import EnvError, VolleyError
+from volley.networks.numpy_layers import Acting, Previous, State
 from volley.rollout.filters import MeanStdFilter, NoFilter, RewardNormalizer
 from volley.rollout.recovery import EnvRecovery
 from volley.spaces import ActionLayout

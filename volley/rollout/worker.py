@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 import numpy as np
 
-from volley.acting import Acting, NumpyActor, Previous, State, zero_actions
+from volley.acting import NumpyActor, zero_actions
 from volley.callbacks import EPISODE_HOOKS, DefaultCallbacks, EnvContext, EpisodeRecord, Hooks
 from volley.config import AlgorithmConfig, RolloutPlan
 from volley.envs import EnvCreator, check_normalizable, make_vector_env
-from volley.named import CUSTOM_ACTION_DISTS, CUSTOM_MODELS
-from volley.observations import ObsPreprocessor, find_action_mask
+from volley.networks.numpy_layers import Acting, Previous, State
+from volley.policy_spec import PolicySpec
 from volley.rollout.advantages import bootstrap_ends
 from volley.rollout.batch import Batch
 from volley.rollout.episodes import EpisodeTracker, each_env, sub_environments_created
@@ -60,16 +60,15 @@ class RolloutWorker(StepLoop):
     def __init__(self, config: AlgorithmConfig, worker_index: int, postprocess: Postprocess,
                  env_creator: EnvCreator | None = None, num_envs: int | None = None,
                  seed_offset: int = 0, render_mode: str | None = None, *, plan: RolloutPlan,
-                 slot: int | None = None, model_class: type | None = None,
-                 callbacks_class: type[DefaultCallbacks] | None = None,
-                 action_dist_class: type | None = None) -> None:
+                 slot: int | None = None, policy_spec: PolicySpec | None = None,
+                 callbacks_class: type[DefaultCallbacks] | None = None) -> None:
         """``plan`` holds the sizes the driver resolved (never resolved again here). ``slot`` is
         this worker's place among all workers ever created (default ``worker_index``): a
         replacement gets a new one, so its environments ``slot·N … slot·N + N − 1`` take seeds
-        no other environment had. ``model_class`` is the class of ``config.model.custom_model``
-        (the recipe brings it; None: found by name in this process), ``action_dist_class`` that of
-        ``config.model.custom_action_dist``; ``callbacks_class`` the one ``config`` names (found in
-        this process when not given)."""
+        no other environment had. ``policy_spec`` is the policy the driver resolved, its classes with it (the
+        recipe brings it; None: resolved from ``config`` in this process), bound here to the
+        environment's spaces; ``callbacks_class`` the one ``config`` names (found in this process
+        when not given)."""
         self.config = config
         self.worker_index = worker_index
         self.num_workers = plan.num_workers
@@ -80,28 +79,23 @@ class RolloutWorker(StepLoop):
         self.fragment_length = plan.fragment_length
         self.env_creator = env_creator
         self.render_mode = render_mode
+        self.policy_spec = policy_spec or PolicySpec.of(config)  # bound to the spaces below, once the environment exists
         self.env = self._make_env()
         first = seed_offset + (worker_index if slot is None else slot) * self.num_envs
         self.env_indices = list(range(first, first + self.num_envs))
         self.streams = EnvStreams(config.seed, self.env_indices)
         self.observation_space = self.env.single_observation_space
         self.action_space = self.env.single_action_space
-        # an action mask among the observation's columns (a Dict observation's action_mask_key)
-        self.preprocess = ObsPreprocessor(self.observation_space, find_action_mask(
-            self.observation_space, self.action_space, config.action_mask_key))
-        mask = self.preprocess.mask
-        custom, dist = config.model.custom_model, config.model.custom_action_dist
-        self.model_class = model_class or (CUSTOM_MODELS.find(custom) if custom is not None else None)
-        self.action_dist_class = action_dist_class or (CUSTOM_ACTION_DISTS.find(dist) if dist is not None else None)
+        self.policy_spec = self.policy_spec.with_spaces(self.observation_space, self.action_space)
+        # the observation's columns, an action mask among them (a Dict observation's action_mask_key)
+        self.preprocess = self.policy_spec.observation
         # volley's MLP acts in numpy; the torch network is built only when something needs it (a
         # CNN's or a custom model's forward pass, a custom distribution's draw, an algorithm's
         # worker-side function), so a worker that only acts through an MLP never imports torch: a
         # second less to start each Ray worker. Built before the check of normalize_actions, so that
         # a network that cannot act in this action space says so (SAC's needs a bounded float Box).
-        self.actor = None if self.preprocess.is_image or custom is not None or dist is not None else NumpyActor(
-            self.preprocess.net_shape[0], self.action_space, config.model, config.network, config.head_hiddens,
-            mask)
-        self._mask_layout = None if mask is None else action_layout(self.action_space)
+        self.actor = NumpyActor.of(self.policy_spec)
+        self._mask_layout = None if self.preprocess.mask is None else action_layout(self.action_space)
         if config.normalize_actions:
             check_normalizable(self.action_space, config.env)
         self._policy: Policy | None = None
@@ -113,7 +107,7 @@ class RolloutWorker(StepLoop):
         # each environment's previous action and reward, for a network that reads them (else None)
         self._prev: Previous = None
         self._weights: np.ndarray | None = None  # the flat weights last loaded
-        self.obs_filter = make_filter(config.observation_filter, self.preprocess.shape, None if mask is None else mask.mask)
+        self.obs_filter = make_filter(config.observation_filter, self.preprocess)
         self.reward_filter = RewardNormalizer(self.num_envs, config.gamma) if config.normalize_rewards else None
         self._obs: np.ndarray | None = None  # preprocessed, unfiltered, [N, *obs_shape]
         self._seeded = False
@@ -136,7 +130,7 @@ class RolloutWorker(StepLoop):
                                creator=self.env_creator,
                                atari_preprocessing=self.config.atari_preprocessing,
                                render_mode=self.render_mode, vectorize_mode=self.config.vectorize_mode,
-                               action_mask_key=self.config.action_mask_key, horizon=self.config.horizon,
+                               action_mask_key=self.policy_spec.action_mask_key, horizon=self.config.horizon,
                                dim=self.config.model.dim)
 
     @property
@@ -146,12 +140,9 @@ class RolloutWorker(StepLoop):
         given. Once built, it is what the worker acts with, so a change made to it (Ape-X's ε) is
         acted on."""
         if self._policy is None:
-            from volley.catalog import build_policy
+            from volley.catalog import build_network
 
-            self._policy = build_policy(self.observation_space, self.action_space, self.config.model,
-                                        self.config.network, self.config.head_hiddens, self.model_class,
-                                        action_mask_key=self.config.action_mask_key,
-                                        action_dist_class=self.action_dist_class)[1]
+            self._policy = build_network(self.policy_spec)
             self._policy.eval()  # acting, as RLlib's workers act: no dropout, batch-norm statistics fixed
             if self._weights is not None:
                 self._policy.set_flat_weights(self._weights)

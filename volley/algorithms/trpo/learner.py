@@ -17,13 +17,13 @@ The next ``sample()`` ships the new weights.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 import numpy as np
 import torch
 
 from volley.algorithm import Algorithm
-from volley.algorithm_configs import TRPOConfig
+from volley.algorithms.trpo.config import TRPOConfig
+from volley.algorithms.trpo.loss import trpo_surrogate
 from volley.errors import ConfigError
 from volley.models import ActorCriticPolicy, Distribution
 from volley.optim import Adam, Optimizer
@@ -35,12 +35,6 @@ from volley.trust_region import (
     fisher_vector_product,
     flat_grad,
 )
-
-
-def trpo_surrogate(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor,
-              mean: Callable[[torch.Tensor], torch.Tensor] = torch.mean) -> torch.Tensor:
-    """TRPO's surrogate ``mean(π/π_old · A)`` (Schulman et al., 2015, eq. 14), which the step maximises."""
-    return mean((logp - old_logp).exp() * advantages)
 
 
 class TRPO(Algorithm):

@@ -1,6 +1,6 @@
 """The keys of the asynchronous actor-learners: IMPALA and APPO (V-trace on streamed fragments).
 
-Torch-free, as every module of :mod:`volley.algorithm_configs`. The names are RLlib's (its
+Torch-free, as every algorithm's config module. The names are RLlib's (its
 2.9 ``IMPALAConfig`` and ``APPOConfig``, with the newer spellings as aliases); where a
 default differs from RLlib's, its help says so.
 """
@@ -8,15 +8,11 @@ default differs from RLlib's, its help says so.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
 from volley.config import AlgorithmConfig, option
 from volley.errors import ConfigError
 from volley.schedules import Schedulable, check_schedulable
-
-if TYPE_CHECKING:
-    from volley.algorithms.appo import APPO
-    from volley.algorithms.impala import IMPALA
 
 
 @dataclass(kw_only=True)
@@ -109,10 +105,6 @@ class IMPALAConfig(AlgorithmConfig):
                               "fragments step by step, without replaying sequences from stored states; recurrent "
                               "networks train with ppo, pg and trpo")
 
-    def build(self, env: Any = None) -> IMPALA:
-        from volley.algorithms.impala import IMPALA
-
-        return IMPALA(self._prepare_build(env))
 
 
 @dataclass(kw_only=True)
@@ -149,7 +141,3 @@ class APPOConfig(IMPALAConfig):
         if not 0.0 < self.tau <= 1.0:
             raise ConfigError(f"config key 'tau' must be in (0, 1], got {self.tau!r}")
 
-    def build(self, env: Any = None) -> APPO:
-        from volley.algorithms.appo import APPO
-
-        return APPO(self._prepare_build(env))

@@ -19,14 +19,14 @@ steps by a third. Two ways to share the work (``mode``):
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import cast
 
 import numpy as np
 import torch
 
 from volley.algorithm import Algorithm
-from volley.algorithm_configs import PGConfig
+from volley.algorithms.pg.config import PGConfig
+from volley.algorithms.pg.loss import reinforce_loss
 from volley.config import AlgorithmConfig
 from volley.errors import ConfigError
 from volley.models import ActorCriticPolicy
@@ -54,15 +54,6 @@ def gradient_pieces(policy: ActorCriticPolicy, batch: Batch, config: AlgorithmCo
     sums = np.array([len(returns), returns.double().sum().item(), (returns.double() ** 2).sum().item(),
                      weighted.item(), plain.item()])
     return flat(g1), flat(g0) if g0 is not None else None, sums
-
-
-def reinforce_loss(logp: torch.Tensor, returns: torch.Tensor, mean: float, scale: float,
-                   total: Callable[[torch.Tensor], torch.Tensor] = torch.sum) -> torch.Tensor:
-    """REINFORCE's ``-Σ_t A_t · log π(a_t|s_t)`` with ``A = (G - mean) / scale``, standardised in
-    float64 (a batch's sums of squares lose digits in float32) and multiplied in float32; ``total``
-    sums over the steps (a masked sum for padded sequences)."""
-    advantages = ((returns.double() - mean) / scale).float()
-    return -total(advantages * logp)
 
 
 def flat(grads: tuple[torch.Tensor, ...]) -> np.ndarray:

@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from volley.algorithm_configs import ApexDQNConfig, DQNConfig
 from volley.algorithms.apex import ApexLearner
-from volley.algorithms.dqn import DQN, exploration_epsilon, q_and_targets
+from volley.algorithms.dqn.config import ApexDQNConfig, DQNConfig
+from volley.algorithms.dqn.learner import DQN, exploration_epsilon, q_and_targets
 from volley.config import AlgorithmConfig
 from volley.engines.base import Explore, Priorities
 from volley.models import Policy, QNetwork

@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch import nn
 
 from volley.algorithm import Algorithm
-from volley.algorithm_configs import DQNConfig
+from volley.algorithms.dqn.config import DQNConfig
+from volley.algorithms.dqn.loss import bootstrapped_targets, dqn_loss
 from volley.models import QNetwork
 from volley.optim import Adam
 from volley.replay import PrioritizedReplayBuffer, make_replay_buffer, n_step_columns
@@ -41,23 +41,6 @@ def exploration_epsilon(config: DQNConfig, timestep: int) -> float:
     if config.epsilon_schedule == "linear":
         return start + fraction * (end - start)
     return start * (end / start) ** fraction
-
-
-def bootstrapped_targets(returns: torch.Tensor, discounts: torch.Tensor, next_q: torch.Tensor,
-                         chooser_q: torch.Tensor | None = None) -> torch.Tensor:
-    """``R + discount · Q̂(s', a*)`` ``[B]`` from the target network's ``next_q`` ``[B, A]``:
-    ``a* = argmax_a`` of the online network's ``chooser_q`` with double Q-learning (van Hasselt et
-    al., 2016), which keeps Q̂'s own overestimates out of the choice; of ``next_q`` itself without.
-    Under an action mask both are over the actions ``s'`` allows (the others' Q-values are the
-    dtype's minimum); a next state that allows none (a finished game's) bootstraps nothing."""
-    chooser = next_q if chooser_q is None else chooser_q
-    best = next_q.gather(-1, chooser.argmax(-1, keepdim=True)).squeeze(-1)
-    return returns + discounts * torch.where(best > torch.finfo(best.dtype).min, best, 0.0)
-
-
-def dqn_loss(q: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """The importance-weighted Huber loss ``mean(w · huber(Q(s, a) - y))`` (δ = 1), each ``[B]``."""
-    return (weights * nn.functional.huber_loss(q, targets, reduction="none")).mean()
 
 
 @torch.no_grad()

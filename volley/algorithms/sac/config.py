@@ -1,6 +1,6 @@
 """The keys of Soft Actor-Critic: synchronous SAC and its asynchronous (Ape-X layout) mode.
 
-Torch-free, as every module of :mod:`volley.algorithm_configs`.
+Torch-free, as every algorithm's config module.
 """
 
 from __future__ import annotations
@@ -8,15 +8,12 @@ from __future__ import annotations
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
-from volley.algorithm_configs.replay import ApexKeys, ReplayKeys
+from volley.algorithms.replay_keys import ApexKeys, ReplayKeys
 from volley.config import ModelConfig, NetworkKind, RolloutPlan, option
 from volley.errors import ConfigError, shown
 from volley.schedules import Schedulable
-
-if TYPE_CHECKING:
-    from volley.algorithms.sac import SAC, ApexSAC
 
 SAC_NETWORK = ModelConfig(fcnet_hiddens=[256, 256], fcnet_activation="relu")  # RLlib's and SB3's
 
@@ -204,10 +201,6 @@ class SACConfig(ReplayKeys):
             if width <= 0:
                 raise ConfigError(f"q_model_config.fcnet_hiddens[{i}] must be > 0, got {width}")
 
-    def build(self, env: Any = None) -> SAC:
-        from volley.algorithms.sac import SAC
-
-        return SAC(self._prepare_build(env))
 
     def async_mode(self, **kwargs: Any) -> SACConfig:
         """These settings as an :class:`ApexSACConfig` (asynchronous SAC on Ray), with ``kwargs``
@@ -223,7 +216,7 @@ class SACConfig(ReplayKeys):
 
 @dataclass(kw_only=True)
 class ApexSACConfig(ApexKeys, SACConfig):
-    """Asynchronous SAC: SAC's keys and Ape-X's layout (:class:`~volley.algorithm_configs.replay.ApexKeys`).
+    """Asynchronous SAC: SAC's keys and Ape-X's layout (:class:`~volley.algorithms.replay_keys.ApexKeys`).
 
     Acting workers sample with the weights they last fetched into replay shards while the
     learner takes SAC's gradient steps on prefetched minibatches; it never takes more than
@@ -240,7 +233,3 @@ class ApexSACConfig(ApexKeys, SACConfig):
         0, "training", "environment steps between target updates (checked after every update); 0: after "
         "every gradient step")
 
-    def build(self, env: Any = None) -> ApexSAC:
-        from volley.algorithms.sac import ApexSAC
-
-        return ApexSAC(self._prepare_build(env))

@@ -26,10 +26,11 @@ from typing import Any
 
 import torch
 
-from volley.algorithm_configs import APPOConfig
-from volley.algorithms import impala
-from volley.algorithms.impala import IMPALA, PolicyTerms
-from volley.algorithms.ppo import adapt_kl_coeff, clipped_surrogate
+from volley.algorithms.impala import learner as impala
+from volley.algorithms.impala.config import APPOConfig
+from volley.algorithms.impala.learner import IMPALA, PolicyTerms
+from volley.algorithms.impala.loss import appo_surrogate
+from volley.algorithms.ppo.loss import adapt_kl_coeff
 from volley.models import Distribution
 
 TARGET_PREFIX = "target."  # checkpoint tensors of the target network
@@ -41,15 +42,6 @@ TARGET_PREFIX = "target."  # checkpoint tensors of the target network
 # still there at 605k (a CI run saw the same at 607k); at 2e-3, 24 runs took 62k-274k
 # (median 107k), none fell back, with the value loss at 0.05 (IMPALA's weight then).
 CARTPOLE = {**impala.CARTPOLE, "entropy_coeff": 0.01, "lr": 2e-3, "vf_loss_coeff": 0.05}
-
-
-def appo_surrogate(logp: torch.Tensor, behaviour_logp: torch.Tensor, target_logp: torch.Tensor,
-                   advantages: torch.Tensor, *, clip_param: float,
-                   target_worker_clipping: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """PPO's :func:`~volley.algorithms.ppo.clipped_surrogate` on IMPACT's ratio
-    ``r = min(μ/π_target, target_worker_clipping) · π/μ`` (each tensor ``[B]``), and its clip fraction."""
-    weight = (behaviour_logp - target_logp).exp().clamp(0.0, target_worker_clipping)
-    return clipped_surrogate(weight * (logp - behaviour_logp).exp(), advantages, clip_param)
 
 
 class APPO(IMPALA):

@@ -2,7 +2,7 @@
 asynchronous layout (acting workers, replay shards, a parameter server) that Ape-X DQN and
 asynchronous SAC share.
 
-Torch-free, as every module of :mod:`volley.algorithm_configs`.
+Torch-free, as every algorithm's config module.
 """
 
 from __future__ import annotations

@@ -42,7 +42,8 @@ import numpy as np
 import torch
 
 from volley.algorithm import Algorithm
-from volley.algorithm_configs import IMPALAConfig
+from volley.algorithms.impala.config import IMPALAConfig
+from volley.algorithms.impala.loss import vtrace_policy_loss, vtrace_value_loss
 from volley.engines import StreamingWorkerGroup, StreamSpec, WorkerGroup, make_streaming_group
 from volley.envs import EnvCreator
 from volley.errors import ConfigError
@@ -97,17 +98,6 @@ class StreamMeter:
     sample_s: float = 0.0  # the workers, sampling the new fragments
     idle_s: float = 0.0  # the workers, with nothing to do before them
     replayed: int = 0  # fragments replayed
-
-
-def vtrace_policy_loss(logp: torch.Tensor, advantages: torch.Tensor) -> torch.Tensor:
-    """IMPALA's policy-gradient loss ``−mean(A_s log π(a_s|x_s))`` (eq. 2's direction, negated), with
-    V-trace's advantages, whose importance weight ``min(ρ̄_pg, π/μ)`` is in them."""
-    return -(logp * advantages).mean()
-
-
-def vtrace_value_loss(values: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """``½ mean((v_s − V(x_s))²)``, the value function regressed on V-trace's targets ``v_s``."""
-    return 0.5 * ((values - targets) ** 2).mean()
 
 
 @dataclass

@@ -32,14 +32,15 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import torch
 
 from volley.algorithm import Algorithm
-from volley.algorithm_configs.sac import ApexSACConfig, SACConfig
 from volley.algorithms.apex import ApexLearner
+from volley.algorithms.sac.config import ApexSACConfig, SACConfig
+from volley.algorithms.sac.loss import sac_losses
 from volley.checkpoint import replay_shards, replay_tensors
 from volley.models import SquashedGaussianActor, StackedQ
 from volley.optim import Adam, Optimizer
@@ -47,70 +48,9 @@ from volley.replay import PrioritizedReplayBuffer, make_replay_buffer, n_step_co
 from volley.rollout.batch import Batch
 
 STATS = ("critic_loss", "actor_loss", "alpha_loss", "alpha", "entropy", "q_mean")
+
+
 NOISE_STREAM = 2  # the learner's generator is seeded from (seed, NOISE_STREAM)
-
-
-@torch.no_grad()
-def critic_targets(actor: SquashedGaussianActor, target_critics: StackedQ, alpha: torch.Tensor,
-                   returns: torch.Tensor, next_obs: torch.Tensor, discounts: torch.Tensor,
-                   generator: torch.Generator | None = None) -> torch.Tensor:
-    """The soft Bellman targets ``y = R + discount·(min_i Q̂_i(s', a') − α·log π(a'|s'))`` ``[B]``,
-    ``a'`` drawn from the current policy: the smaller of the twin targets keeps either critic's
-    overestimates out (clipped double Q, Fujimoto et al., 2018); ``discount`` is ``γ^m`` after
-    ``m`` rewards, 0 where the episode terminated."""
-    next_actions, next_logp = actor.distribution(next_obs).rsample(generator)
-    return soft_targets(returns, discounts, target_critics(next_obs, next_actions), alpha, next_logp)
-
-
-def soft_targets(returns: torch.Tensor, discounts: torch.Tensor, next_q: torch.Tensor, alpha: torch.Tensor,
-                 next_logp: torch.Tensor) -> torch.Tensor:
-    """``R + discount·(min_i next_q_i − α·log π(a'|s'))`` ``[B]``, ``next_q`` ``[k, B]``."""
-    return returns + discounts * (next_q.min(0).values - alpha * next_logp)
-
-
-def critic_loss(q: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """``½ Σ_i mean_b w_b (Q_i(s, a) − y)²`` of the critics' ``q`` ``[k, B]``."""
-    return 0.5 * (weights * (q - targets).square()).mean(-1).sum()
-
-
-def actor_loss(alpha: torch.Tensor, log_prob: torch.Tensor, q_policy: torch.Tensor) -> torch.Tensor:
-    """``mean(α·log π(ã|s) − min_i Q_i(s, ã))``, ``ã`` the policy's reparameterised draw, ``q_policy`` ``[k, B]``."""
-    return (alpha * log_prob - q_policy.min(0).values).mean()
-
-
-def temperature_loss(log_alpha: torch.Tensor, log_prob: torch.Tensor, target_entropy: float) -> torch.Tensor:
-    """``−mean(log α · (log π(ã|s) + H̄))``: α grows while the entropy is below the target ``H̄``
-    (Haarnoja et al., 2018b, eq. 18, on log α); the log-probability carries no gradient."""
-    return -(log_alpha * (log_prob.detach() + target_entropy)).mean()
-
-
-class Losses(NamedTuple):
-    critic: torch.Tensor  # ½ Σ_i mean_b w_b (Q_i(s, a) − y)²
-    actor: torch.Tensor
-    alpha: torch.Tensor
-    td_errors: torch.Tensor  # [B] mean over the critics of |Q_i(s, a) − y|: new replay priorities
-    log_prob: torch.Tensor  # [B] log π(ã|s)
-    q: torch.Tensor  # [k, B] Q_i(s, a)
-
-
-def sac_losses(actor: SquashedGaussianActor, critics: StackedQ, target_critics: StackedQ,
-               log_alpha: torch.Tensor, target_entropy: float, batch: dict[str, torch.Tensor],
-               generator: torch.Generator | None = None) -> Losses:
-    """SAC's three losses on one minibatch (``obs``, ``actions``, ``returns``, ``next_obs``,
-    ``discounts``, importance ``weights``), each with gradients for its own parameters only:
-    the critics' loss reads detached targets, the actor's reads the critics through detached
-    weights (the gradient reaches the actions, never the critics), the temperature's reads a
-    detached log-probability. So one ``backward()`` of their sum gives every network its own
-    gradient. The actions ``a'`` and ``ã`` are drawn from ``generator`` (None: torch's global one)."""
-    alpha = log_alpha.detach().exp()
-    targets = critic_targets(actor, target_critics, alpha, batch["returns"], batch["next_obs"], batch["discounts"],
-                             generator)
-    q = critics(batch["obs"], batch["actions"])  # [k, B], every critic in one pass
-    actions, log_prob = actor.distribution(batch["obs"]).rsample(generator)
-    return Losses(critic_loss(q, targets, batch["weights"]),
-                  actor_loss(alpha, log_prob, critics(batch["obs"], actions, frozen=True)),
-                  temperature_loss(log_alpha, log_prob, target_entropy),
-                  (q.detach() - targets).abs().mean(0), log_prob.detach(), q.detach())
 
 
 class SAC(Algorithm):

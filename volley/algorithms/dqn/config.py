@@ -1,21 +1,17 @@
 """The keys of Q-learning: synchronous DQN and asynchronous Ape-X DQN.
 
-Torch-free, as every module of :mod:`volley.algorithm_configs`.
+Torch-free, as every algorithm's config module.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
-from volley.algorithm_configs.replay import ApexKeys, ReplayKeys
+from volley.algorithms.replay_keys import ApexKeys, ReplayKeys
 from volley.config import ModelConfig, NetworkKind, option
 from volley.errors import ConfigError
 from volley.schedules import Schedulable
-
-if TYPE_CHECKING:
-    from volley.algorithms.apex_dqn import ApexDQN
-    from volley.algorithms.dqn import DQN
 
 
 @dataclass(kw_only=True)
@@ -95,13 +91,9 @@ class DQNConfig(ReplayKeys):
         if self.tau is not None and not 0.0 < self.tau <= 1.0:
             raise ConfigError(f"config key 'tau' must be in (0, 1], got {self.tau!r}")
 
-    def build(self, env: Any = None) -> DQN:
-        from volley.algorithms.dqn import DQN
-
-        return DQN(self._prepare_build(env))
 
     def async_mode(self, **kwargs: Any) -> DQNConfig:
-        """These settings as an :class:`~volley.algorithms.apex_dqn.ApexDQNConfig` (asynchronous
+        """These settings as an :class:`~volley.algorithms.dqn.config.ApexDQNConfig` (asynchronous
         Ape-X DQN on Ray), with ``kwargs`` (its own keys too) set on top."""
         config = ApexDQNConfig.from_dict(self.to_dict()).update(**kwargs)
         assert isinstance(config, DQNConfig)
@@ -110,8 +102,8 @@ class DQNConfig(ReplayKeys):
 
 @dataclass(kw_only=True)
 class ApexDQNConfig(ApexKeys, DQNConfig):
-    """Ape-X's keys (:class:`~volley.algorithm_configs.replay.ApexKeys`) and its exploration on top
-    of :class:`~volley.algorithms.dqn.DQNConfig`.
+    """Ape-X's keys (:class:`~volley.algorithms.replay_keys.ApexKeys`) and its exploration on top
+    of :class:`~volley.algorithms.dqn.config.DQNConfig`.
 
     The exploration and replay defaults are the paper's (a constant ``ε = 0.4`` and
     ``α = 7``, 3-step returns, prioritized replay with α 0.6 and β 0.4); the rest are
@@ -145,7 +137,3 @@ class ApexDQNConfig(ApexKeys, DQNConfig):
             raise ConfigError(f"config key 'worker_epsilon_alpha' must be >= 0, "
                               f"got {self.worker_epsilon_alpha!r}")
 
-    def build(self, env: Any = None) -> ApexDQN:
-        from volley.algorithms.apex_dqn import ApexDQN
-
-        return ApexDQN(self._prepare_build(env))
