@@ -128,7 +128,7 @@ def test_say_escapes_only_what_the_encoding_cannot_hold():
 
 @pytest.mark.parametrize(("args", "message"), [
     (["--set", "gamma=NaN"], "config key 'gamma' must be float, got nan"),
-    (["--set", "env_config=[1]"], "config key 'env_config' must be dict, got [1]"),
+    (["--set", "env_config=[1]"], "config key 'env_config' must be a dict, got [1]"),
     (["--seed", "-1"], "config key 'seed' must be in [0, 2**31), got -1"),
     (["--logdir", "/dev/null/runs"], "--logdir '/dev/null/runs' cannot be created"),
     (["--set", "lr_schedule=[[]]"], "config key 'lr_schedule' must be a number or [[timestep, value], ...]"),
