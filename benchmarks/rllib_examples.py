@@ -91,8 +91,6 @@ EXTRA_ARGS = {"custom_experiment": ["--train-iterations", "2"]}
 RAY_260 = {
     "local_mode` is no longer supported": "Ray 2.60 removed ray.init(local_mode=True)",
     "cannot import name 'Logger' from 'ray.tune.logger'": "Ray 2.60 removed ray.tune.logger.Logger",
-    "ray.train.report` is deprecated when running in a function passed to Ray Tune":
-        "Ray 2.60 refuses ray.train.report in a Tune function",
     "RunConfig(local_dir)` argument is deprecated": "Ray 2.60 removed RunConfig(local_dir=...)",
     "cannot import name 'SingleAgentRLModuleSpec'": "Ray 2.60 renamed SingleAgentRLModuleSpec",
     "No module named 'ray.rllib.utils.deprecation'":

@@ -85,3 +85,20 @@ def test_a_worker_group_without_an_algorithm_names_what_local_worker_needs():
             group.local_worker()
     finally:
         group.stop()
+
+
+def test_the_local_worker_has_an_environment_where_rllibs_has_one():
+    """RLlib's local worker builds an environment when it samples (``num_workers=0``) or is asked to
+    (``create_env_on_local_worker``); otherwise ``algo.env`` says what to set."""
+    config = PPOConfig().environment("CartPole-v1").resources(engine="local").rollouts(num_envs_per_worker=1)
+    sampling = config.copy().rollouts(num_rollout_workers=0).build()
+    try:
+        assert sampling.workers.local_worker().env.reset(seed=0)[0].shape == (4,)
+    finally:
+        sampling.stop()
+    remote = config.copy().rollouts(num_rollout_workers=1).build()
+    try:
+        with pytest.raises(ConfigError, match=r"needs create_env_on_driver=True \(or num_workers=0\)"):
+            _ = remote.workers.local_worker().env
+    finally:
+        remote.stop()
