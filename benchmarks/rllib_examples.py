@@ -12,15 +12,17 @@ is extracted there. Each script is then changed by one fixed rule, on its import
     imported from ``volley`` instead; every other name, and every ``import ray...``, stays with Ray.
 
 The helper modules the scripts import under their 2.9 names (``ray.rllib.examples.env.*``,
-``.models.*``, ``.policy.*``; the Ray installed, 2.60, moved or removed them) are read unchanged
-from the extracted folder: a ``sitecustomize`` on the script's ``PYTHONPATH`` makes the 2.9 folder
-the first place ``ray.rllib.examples`` looks. The same hook counts, in every process of the run
+``.models.*``, ``.policy.*``; the Ray installed, 2.60, moved or removed them) are read from the
+extracted folder, changed by the same rule as they load (RLlib's ``curriculum_capable_env`` subclasses
+``TaskSettableEnv``, which Ray 2.60 removed): a ``sitecustomize`` on the script's ``PYTHONPATH``
+makes the 2.9 folder the first place ``ray.rllib.examples`` looks. The same hook counts, in every process of the run
 (Ray workers and Tune trials included), which ``Algorithm.train`` ran: volley's or RLlib's.
 
 Each script runs in its own process with short stop flags (``--stop-iters 2 --stop-timesteps 2000
 --framework torch --num-cpus 4`` where it has them) and a timeout, and is classified: ``ok`` (exit 0, volley's
 ``Algorithm.train`` ran, RLlib's never did, no Tune trial errored, something printed), ``fail``
-(the first root-cause line of the output), ``timeout``, or ``n/a`` with the reason.
+(the first root-cause line of the output), ``timeout``, ``ray-2.60`` (it uses what the Ray installed
+removed), ``script`` (a bug of the script's own, which fails it on RLlib 2.9 too), or ``n/a`` with the reason.
 """
 
 from __future__ import annotations
@@ -66,6 +68,8 @@ NOT_APPLICABLE = {
     "compute_adapted_gae_on_postprocess_trajectory": "a module defining a callbacks class: it runs nothing",
     "remote_base_env_with_custom_api": "RLlib's RemoteBaseEnv API (remote_worker_envs)",
     "remote_envs_with_inference_done_on_main_node": "RLlib's RemoteBaseEnv API and its own Algorithm subclass",
+    "complex_struct_space": "builds a Tuner and never calls fit(): it trains nothing on RLlib 2.9 either "
+                            "(whose PPO would refuse its train_batch_size=2 < sgd_minibatch_size=128 too)",
 }
 MULTI_AGENT = {
     "centralized_critic", "centralized_critic_2", "hierarchical_training", "multi_agent_cartpole",
@@ -87,19 +91,25 @@ EXTRA_ARGS = {"custom_experiment": ["--train-iterations", "2"]}
 RAY_260 = {
     "local_mode` is no longer supported": "Ray 2.60 removed ray.init(local_mode=True)",
     "cannot import name 'Logger' from 'ray.tune.logger'": "Ray 2.60 removed ray.tune.logger.Logger",
-    "ray.train.report` is deprecated when running in a function passed to Ray Tune":
-        "Ray 2.60 refuses ray.train.report in a Tune function",
     "RunConfig(local_dir)` argument is deprecated": "Ray 2.60 removed RunConfig(local_dir=...)",
     "cannot import name 'SingleAgentRLModuleSpec'": "Ray 2.60 renamed SingleAgentRLModuleSpec",
     "No module named 'ray.rllib.utils.deprecation'":
         "RLlib 2.9's env/multi_agent.py imports ray.rllib.utils.deprecation, which Ray 2.60 moved",
+}
+# A script's own bug, which fails it on RLlib 2.9 as well: the line of its source that fails
+SCRIPT_OWN = {
+    'np.log10(train_results["episode_reward_mean"])':
+        "its curriculum_fn takes log10 of episode_reward_mean, 0 when none of the last 100 episodes reached "
+        "FrozenLake's goal (so on RLlib 2.9 too, whose seed varies from run to run)",
 }
 
 # Runs first in every Python process of a script's run (Ray's workers and Tune's trials too): the
 # 2.9 helper modules, and a line per Algorithm.train call naming whose class it was.
 SITECUSTOMIZE = '''
 import importlib.abc, importlib.machinery, os, sys
+from benchmarks.rllib_examples import rewrite
 _TREE = os.environ["VOLLEY_SUITE_TREE"]
+_NAMES = set(os.environ["VOLLEY_SUITE_NAMES"].split())
 _LOG = os.environ["VOLLEY_SUITE_LOG"]
 _WATCH = {"volley.algorithm": "volley", "ray.rllib.algorithms.algorithm": "rllib"}
 
@@ -119,8 +129,17 @@ class _Loader(importlib.abc.Loader):
         self.loader.exec_module(module)
         module.Algorithm.train = _counted(module.Algorithm.train, self.owner)
 
+class _Rewritten(importlib.machinery.SourceFileLoader):
+    def get_code(self, fullname):  # never cached: the rule's names change with volley
+        return compile(rewrite(self.get_data(self.path).decode(), _NAMES), self.path, "exec", dont_inherit=True)
+
 class _Finder(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path, target=None):
+        if name.startswith("ray.rllib.examples."):
+            spec = importlib.machinery.PathFinder.find_spec(name, path)
+            if spec is not None and str(spec.origin).startswith(_TREE) and spec.origin.endswith(".py"):
+                spec.loader = _Rewritten(name, spec.origin)
+            return spec
         if name == "ray.rllib.examples":
             here = os.path.join(_TREE, "ray", "rllib", "examples")
             spec = importlib.machinery.PathFinder.find_spec(name, path)
@@ -206,7 +225,12 @@ def child_env(site: Path, tree: Path, log: Path) -> dict[str, str]:
     path = [str(REPO), str(site), os.environ.get("PYTHONPATH", "")]
     return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in path if p), "VOLLEY_SUITE_TREE": str(tree),
             "VOLLEY_SUITE_LOG": str(log), "PYTHONUNBUFFERED": "1", "RAY_DEDUP_LOGS": "0",
-            "RAY_ADDRESS": "local"}  # a cluster of its own, never another one running on this machine
+            "RAY_ADDRESS": "local",  # a cluster of its own, never another one running on this machine
+            # Ray 2.60's own switch back to the Train API of 2.9, under which a Tune function may call
+            # ray.train.report and ray.train.get_context (custom_experiment, custom_train_fn) as 2.9 scripts do
+            "RAY_TRAIN_V2_ENABLED": "0",
+            # 4 logical CPUs however the script starts Ray, as --num-cpus gives those that have the flag
+            "RAY_OVERRIDE_RESOURCES": '{"CPU": 4}'}
 
 
 def arguments(name: str, source: str) -> list[str]:
@@ -235,8 +259,11 @@ def classify(name: str, kind: str, code: int | None, out: str, err: str, trains:
     owners = {line.split()[0] for line in trains}
     errored = re.search(r"Number of errored trials: ([1-9]\d*)|Trials did not complete|ERROR\s+\|", out + err)
     removed = [why for sign, why in RAY_260.items() if sign in out + err]
+    own = [why for sign, why in SCRIPT_OWN.items() if sign in out + err]
     if code != 0 or errored:
         cause = root_cause(err + out)
+        if own:
+            return Row(name, kind, "script", f"{own[0]}: {cause}", seconds)
         return Row(name, kind, "ray-2.60" if removed else "fail",
                    f"{removed[0]}: {cause}" if removed else cause, seconds)
     if "rllib" in owners:
@@ -262,7 +289,8 @@ def run(name: str, tree: Path, exported: set[str], timeout: float) -> Row:
         log.touch()
         start = time.monotonic()
         process = subprocess.Popen([sys.executable, str(script), *arguments(name, source)], cwd=work,
-                                   env={**child_env(site, tree, log), "HOME": work}, text=True,
+                                   env={**child_env(site, tree, log), "HOME": work,
+                                        "VOLLEY_SUITE_NAMES": " ".join(sorted(exported))}, text=True,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
         code: int | None
         try:
@@ -325,7 +353,8 @@ def write_results(text: str) -> None:
     body = (f"{SECTION}\n\nMeasured with {command} (stop flags `--stop-iters 2 --stop-timesteps 2000`; "
             "the seconds are wall time on a shared 2-core machine, a guide only). `ok`: volley's "
             "`Algorithm.train` ran (RLlib's never did), exit 0, no Tune trial errored; `ray-2.60`: the script "
-            f"uses what Ray 2.60 (installed) removed, so it fails whatever library trains.\n\n{text}\n")
+            "uses what Ray 2.60 (installed) removed, so it fails whatever library trains; `script`: a bug of the "
+            f"script's own fails it, as on RLlib 2.9.\n\n{text}\n")
     if SECTION in results:
         start = results.index(SECTION)
         end = results.find("\n## ", start + len(SECTION))

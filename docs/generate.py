@@ -114,7 +114,8 @@ authors for the old API stack volley implements) is volley's compatibility suite
 imports: **in `from ray... import a, b`, each name volley exports (`volley.__all__`) comes
 from `volley`, and an algorithm module (`import ray.rllib.algorithms.ppo as ppo`) from
 `volley.algorithms`; every other import stays with Ray.** RLlib's helper modules
-(`ray.rllib.examples.env.*`, `.models.*`) are read unchanged from the wheel. Which scripts run,
+(`ray.rllib.examples.env.*`, `.models.*`) are read from the wheel, changed by the same rule as they
+load. Which scripts run,
 and why the others do not: [benchmarks/RESULTS.md](../benchmarks/RESULTS.md).
 
 `tests/cli/test_rllib_scripts.py` runs RLlib's quick-start, "RLlib in 60 seconds" and a
@@ -160,13 +161,14 @@ False}`) it is accepted and changes nothing.
 | `algo.get_weights()`, `algo.set_weights(w)` | `{"default_policy": {name: numpy array}}`, as RLlib returns them: copy them into another algorithm with the same network, or save them with numpy |
 | `config.callbacks(MyCallbacks)` (a `DefaultCallbacks` or `RLlibCallback` subclass, volley's or RLlib's, a list of them, or `make_multi_callbacks([...])`), `algo.callbacks` | the same, with the old stack's hooks and arguments; the episode hooks run on the workers of every engine, `episode.custom_metrics` become `custom_metrics/<key>_mean` (`_min`, `_max`), `episode.hist_data` `hist_stats/<key>`: see [extending.md](extending.md#callbacks-and-custom-metrics) |
 | `algo.iteration`, `algo.config`, `algo.stop()` | the same |
+| `algo.workers.local_worker().env`, `.get_policy()` | the driver's environment, as `algo.env` (one when `num_workers=0` or `create_env_on_driver=True`, as RLlib's local worker has), and the policy |
 | `algo.get_module()`, `algo.env_runner_group`, `algo.learner_group` | not in volley: `algo.get_policy()` is the network, `algo.workers` the rollout workers |
 | `PPOConfig.from_dict(rllib_config.to_dict())`, `config.update_from_dict(rllib_dict)` | the same: every key of RLlib's `to_dict()` has a line below, and RLlib's own defaults are always accepted (`seed=None` draws a seed that the config, every result and checkpoints keep, so the run repeats) |
 | `PPOConfig.overrides(explore=False)` (for `evaluation_config`) | the same: a dict of the keys given, each checked against the class |
 | `config.training(lr=[[0, 1e-3], [1e6, 1e-4]], entropy_coeff=[[...]])`, old stack `lr_schedule`, `entropy_coeff_schedule` | the same: RLlib's piecewise-linear schedule over the environment steps sampled (`volley.schedules`: linear between points, the last value outside them, as RLlib's `PiecewiseSchedule`); after each update the learner's rate becomes the value at the steps sampled so far, as RLlib's learners set it |
 | `from ray.tune.registry import get_trainable_cls`; `get_trainable_cls("PPO").get_default_config()` | `from volley import get_trainable_cls`: the algorithm class by RLlib's name (`"APEX"` is Ape-X) |
-| `tune.with_resources(train_fn, PPO.default_resource_request(config))` | the same: Tune's `PlacementGroupFactory` of one bundle for the trial (`num_cpus_for_driver`, default 1) and one per Ray rollout and evaluation worker, as `volley tune` reserves |
-| `tune.Tuner("PPO", param_space=config)` (a config or `config.to_dict()`), `tune.run("PPO", config=...)` | the same, once a script that imported Ray took a config class, an algorithm or `get_trainable_cls` from `volley` (or imported `volley.tune`): Tune's RLlib names (`"PPO"`, `"DQN"`, `"APEX"`, ...) then run volley's algorithm, and the environment classes and `register_env` names the script made reach each trial's process. `tune.Tuner(PPO, ...)` with the class: Tune takes only `tune.Trainable` subclasses, which volley's algorithms are not (no algorithm imports Ray); pass `volley.tune.trainable(PPO)` |
+| `tune.with_resources(train_fn, PPO.default_resource_request(config))` | the same: Tune's `PlacementGroupFactory` of one bundle for the trial (`num_cpus_for_driver`, default 1) and one per Ray rollout and evaluation worker, as `volley tune` reserves; `PPO(config=d)` inside that trial runs as the request said (`num_workers="auto"` is 0 there, as in every Tune trial) |
+| `tune.Tuner("PPO", param_space=config)` (a config or `config.to_dict()`), `tune.run("PPO", config=...)` | the same, once a script that imported Ray took a config class, an algorithm, `get_trainable_cls`, `register_env` or `ModelCatalog` from `volley` (or imported `volley.tune`): Tune's RLlib names (`"PPO"`, `"DQN"`, `"APEX"`, ...) then run volley's algorithm, and the environment classes and `register_env` names the script made reach each trial's process. `tune.Tuner(PPO, ...)` with the class: Tune takes only `tune.Trainable` subclasses, which volley's algorithms are not (no algorithm imports Ray); pass `volley.tune.trainable(PPO)` |
 | `rllib train file cartpole-ppo.yaml --framework torch` | `volley train --config cartpole-ppo.yaml --framework torch`: RLlib's tuned-example files as they are (one experiment `{name: {env, run, stop, config}}`; stop on `episode_reward_mean`, `timesteps_total`, `training_iteration`, `time_total_s` and their new-stack names); every key of `config` goes through the builder, so one volley does not support is refused in one line |
 
 ## RLlib's own key lists

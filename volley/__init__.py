@@ -26,7 +26,7 @@ if TYPE_CHECKING:
         TorchDiagGaussian,
         TorchDistributionWrapper,
     )
-    from volley.envs import TaskSettableEnv, register_env
+    from volley.envs import TaskSettableEnv, TaskType, register_env
     from volley.errors import CallbackError, CheckpointError, ConfigError, EnvError, VolleyError
     from volley.learner.evaluation import collect_episodes, summarize_episodes
     from volley.modelv2 import (
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 _HOMES = {
     "Algorithm": "volley.algorithm", "AlgorithmConfig": "volley.config", "ModelConfig": "volley.config",
-    "register_env": "volley.envs", "TaskSettableEnv": "volley.envs", "ModelCatalog": "volley.catalog",
+    "register_env": "volley.envs", "TaskSettableEnv": "volley.envs", "TaskType": "volley.envs", "ModelCatalog": "volley.catalog",
     "TorchModelV2": "volley.modelv2",
     "FullyConnectedNetwork": "volley.modelv2", "RecurrentNetwork": "volley.modelv2",
     "add_time_dimension": "volley.modelv2",
@@ -51,12 +51,17 @@ _HOMES = {
     **public_homes(),
 }
 
+# A Ray script that takes one of these from volley (a config, an algorithm, ``get_trainable_cls``, or
+# the registries its config names: ``register_env``, ``ModelCatalog``) trains volley's algorithms,
+# also where it names them to Tune only ("PPO", as RLlib's parametric_actions_cartpole does)
+_TRAINING_HOMES = ("volley.algorithms", "volley.config", "volley.envs", "volley.catalog")
+
 
 def __getattr__(name: str) -> Any:
     if name not in _HOMES:
         raise AttributeError(f"module 'volley' has no attribute {name!r}")
     home = _HOMES[name]
-    if "ray" in sys.modules and (home.startswith("volley.algorithms") or home == "volley.config"):
+    if "ray" in sys.modules and home.startswith(_TRAINING_HOMES):
         importlib.import_module("volley.tune")  # a Ray script: Tune's "PPO" runs volley's PPO from now on
     return getattr(importlib.import_module(home), name)
 
@@ -68,7 +73,7 @@ def __dir__() -> list[str]:
 
 __all__ = ["ActionDistribution", "Algorithm", "AlgorithmConfig", "CallbackError", "CheckpointError", "ConfigError",
            "DefaultCallbacks", "EnvError", "Episode", "FullyConnectedNetwork", "ModelCatalog", "ModelConfig",
-           "RLlibCallback", "RecurrentNetwork", "TaskSettableEnv", "TorchCategorical", "TorchDiagGaussian",
+           "RLlibCallback", "RecurrentNetwork", "TaskSettableEnv", "TaskType", "TorchCategorical", "TorchDiagGaussian",
            "TorchDistributionWrapper", "TorchModelV2", "VolleyError", "__version__", "add_time_dimension",
            "collect_episodes", "get_trainable_cls", "make_multi_callbacks", "register_env", "summarize_episodes"]
 __all__ += public_homes()  # the algorithms' names, from the registry

@@ -396,6 +396,9 @@ class GuardedVectorEnv(gym.vector.VectorEnv):
             env.close()
 
 
+TaskType = Any  # RLlib's alias for a task: whatever the environment's tasks are (an int, a dict)
+
+
 class TaskSettableEnv(gym.Env):
     """RLlib's interface of an environment with tasks (curricula, meta-learning): ``env_task_fn``
     calls :meth:`get_task` and :meth:`set_task` on it after every training iteration."""

@@ -55,6 +55,29 @@ def test_a_run_counts_as_ok_only_when_volley_trained_and_no_trial_errored():
                                       "volley.errors.EnvError: unknown environment id 'X'\n", volley, 1)
     assert (errored.status, errored.detail) == ("fail", "volley.errors.EnvError: unknown environment id 'X'")
     assert rllib_examples.classify("s", "single-agent", None, "", "", [], 30).status == "timeout"
+    own = rllib_examples.classify("s", "single-agent", 1, "", '    new_task = int(np.log10(train_results["episode_reward_'
+                                  'mean"]) + 2.1)\nOverflowError: cannot convert float infinity to integer\n', volley, 1)
+    assert own.status == "script" and own.detail.endswith(": OverflowError: cannot convert float infinity to integer")
+
+
+def test_the_helper_modules_load_from_the_2_9_folder_under_the_same_rule(tmp_path):
+    """curriculum_learning.py's helper env/curriculum_capable_env.py subclasses 2.9's TaskSettableEnv
+    (``from ray.rllib.env.apis.task_settable_env import``), which Ray 2.60 removed."""
+    helper = tmp_path / "tree" / "ray" / "rllib" / "examples" / "env"
+    helper.mkdir(parents=True)
+    (helper.parent / "__init__.py").write_text("")
+    (helper / "__init__.py").write_text("")
+    (helper / "lake.py").write_text("from ray.rllib.env.apis.task_settable_env import TaskSettableEnv, TaskType\n"
+                                    "class Lake(TaskSettableEnv):\n    pass\n")
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(rllib_examples.SITECUSTOMIZE)
+    code = "from ray.rllib.examples.env.lake import Lake, TaskType; print(Lake.__mro__[1].__module__, TaskType)"
+    env = {**rllib_examples.child_env(tmp_path / "site", tmp_path / "tree", tmp_path / "trains.log"),
+           "VOLLEY_SUITE_NAMES": " ".join(rllib_examples.volley_names())}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["volley.envs", "typing.Any"]
+    assert not list(helper.rglob("*.pyc"))  # never cached: the next run's names may differ
 
 
 @pytest.mark.parametrize("name", rllib_examples.FAST)

@@ -11,6 +11,7 @@ so ``volley train`` can start Ray's cluster before it imports torch.
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -31,6 +32,21 @@ def __getattr__(name: str) -> Any:
     if name not in ("AsyncSpec", "AsyncWorkerGroup", "Replica", "StreamSpec", "StreamingWorkerGroup", "WorkerGroup"):
         raise AttributeError(f"module 'volley.engines' has no attribute {name!r}")
     return getattr(importlib.import_module("volley.engines.base"), name)
+
+
+def as_placed(config: AlgorithmConfig) -> AlgorithmConfig:
+    """``config`` as this process runs it: in a Ray placement group (a Tune trial, as a function
+    trainable that builds ``PPO(config=...)`` itself), as the trial reserved it (``num_workers="auto"``
+    is 0: :func:`~volley.engines.ray_engine.as_trial`), so it fits the bundles that
+    ``default_resource_request`` asked for, as RLlib's algorithm fits its own request."""
+    if "ray" not in sys.modules or config.engine == "mpi":
+        return config
+    import ray
+
+    if not ray.is_initialized() or ray.util.get_current_placement_group() is None:
+        return config
+    from volley.engines.ray_engine import as_trial
+    return as_trial(config)
 
 
 def make_worker_group(config: AlgorithmConfig, postprocess: Postprocess, env_creator: EnvCreator | None,
@@ -76,5 +92,5 @@ def make_streaming_group(config: AlgorithmConfig, postprocess: Postprocess, env_
     return RayStreamingGroup(recipe, spec)
 
 
-__all__ = ["AsyncSpec", "AsyncWorkerGroup", "Replica", "StreamSpec", "StreamingWorkerGroup", "WorkerGroup",
+__all__ = ["AsyncSpec", "as_placed", "AsyncWorkerGroup", "Replica", "StreamSpec", "StreamingWorkerGroup", "WorkerGroup",
            "make_async_worker_group", "make_streaming_group", "make_worker_group"]

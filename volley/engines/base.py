@@ -20,6 +20,7 @@ import numpy as np
 from volley.callbacks import DefaultCallbacks, callbacks_class_of
 from volley.config import AlgorithmConfig, RolloutPlan
 from volley.envs import EnvCreator
+from volley.errors import ConfigError
 from volley.policy_spec import PolicySpec
 from volley.replay import Prioritization
 from volley.rollout.batch import Batch
@@ -88,6 +89,17 @@ class WorkerGroup(ABC):
     # False where the algorithm built around this group never updates (MPI gather mode, ranks
     # other than 0: they only sample for rank 0), so its learner needs no GPU
     learns: bool = True
+    # RLlib's local worker (its ``env``, ``get_policy()``): the driver's side of the run, which the
+    # algorithm built around this group gives it
+    local: Any = None
+
+    def local_worker(self) -> Any:
+        """RLlib's ``WorkerSet.local_worker()``, as scripts reach the driver's environment
+        (``algo.workers.local_worker().env``)."""
+        if self.local is None:
+            raise ConfigError(f"{type(self).__name__} has no local worker: build it through an algorithm "
+                              "(algo.workers.local_worker())")
+        return self.local
 
     @abstractmethod
     def call(self, method: str, *args: Any) -> list[Any]:

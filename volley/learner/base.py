@@ -25,7 +25,7 @@ import torch
 from volley.callbacks import EpisodeMetrics, Hooks, LearnerMetrics
 from volley.catalog import build_network
 from volley.config import AlgorithmConfig
-from volley.engines import WorkerGroup, make_worker_group
+from volley.engines import WorkerGroup, as_placed, make_worker_group
 from volley.envs import EnvCreator, check_env_id, registered_creator
 from volley.errors import ConfigError
 from volley.models import Policy
@@ -36,6 +36,21 @@ from volley.rollout.filters import RunningStats, make_filter
 from volley.rollout.worker import RolloutWorker
 
 EVAL_SEED_OFFSET = 1_000_000  # evaluation environments never replay training seeds
+
+
+class LocalWorker:
+    """RLlib's local worker as a script reaches it through ``algo.workers.local_worker()``: the
+    driver's environment (``algo.env``) and the policy."""
+
+    def __init__(self, algorithm: Any) -> None:
+        self.algorithm = algorithm
+
+    @property
+    def env(self) -> Any:
+        return self.algorithm.env
+
+    def get_policy(self, policy_id: str = "default_policy") -> Any:
+        return self.algorithm.get_policy(policy_id)
 
 
 class LearnerBase(ABC):
@@ -56,6 +71,7 @@ class LearnerBase(ABC):
         config = config.copy(copy_frozen=False) if env is not None else config.copy()
         if env is not None:
             config.environment(env)
+        config = as_placed(config)  # a Tune function trial's PPO(config=d) fits the trial's bundles
         config.validate()
         if config.mpi_mode == "allreduce" and not self.averages_gradients:
             raise ConfigError(f"mpi_mode='allreduce' is for PPO and PG, not {type(self).__name__}; "
@@ -68,6 +84,7 @@ class LearnerBase(ABC):
         self.hooks = Hooks.of(config.callbacks_class)  # the driver's own instance (workers have theirs)
         self.callbacks = self.hooks.callbacks
         self.workers = self.make_workers(registered_creator(config.env))
+        self.workers.local = LocalWorker(self)
         self.eval_workers: WorkerGroup | None = None
         self._driver_worker: RolloutWorker | None = None
         try:

@@ -1,0 +1,104 @@
+"""Calls that RLlib 2.9's example scripts make, each as the script named in its docstring makes it
+(issue 49), on real environments, torch, Ray and Tune."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import typing
+
+import pytest
+from ray import tune
+
+import volley
+from volley import PPO, ConfigError, PPOConfig
+from volley.engines.ray_engine import ship_by_value
+
+
+def test_task_type_comes_from_volley_as_rllib_defines_it():
+    """curriculum_learning.py: ``from ray.rllib.env.apis.task_settable_env import TaskSettableEnv,
+    TaskType``; the import rule takes both from volley only if volley exports both."""
+    from volley import TaskSettableEnv, TaskType
+
+    assert TaskType is typing.Any  # RLlib 2.9: ``TaskType = Any``
+    assert {"TaskSettableEnv", "TaskType"} <= set(volley.__all__) and "TaskType" in dir(volley)
+    assert TaskSettableEnv.__module__ == "volley.envs"
+
+
+@pytest.mark.parametrize("name", ["register_env", "ModelCatalog"])
+def test_a_ray_script_taking_its_registries_from_volley_gets_volleys_algorithm_from_tune(name):
+    """parametric_actions_cartpole.py takes ``register_env`` and ``ModelCatalog`` from volley (the
+    import rule) and names its algorithm to Tune only (``tune.Tuner(args.run, ...)``, "PPO")."""
+    code = (f"import ray\nfrom volley import {name}\nfrom ray.tune.registry import get_trainable_cls\n"
+            "print(get_trainable_cls('PPO').__name__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "RAY_ADDRESS": "local"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split()[-1] == "VolleyPPO"
+
+
+def experiment(config: dict[str, typing.Any]) -> None:
+    """custom_experiment.py's function trainable: ``PPO(config=d)`` from the trial's dict, trained,
+    then a second one with ``num_workers=0`` whose local worker's environment is stepped."""
+    iterations = config.pop("train-iterations")
+    algo = PPO(config=config)
+    for _ in range(iterations):
+        result = algo.train()
+    algo.stop()
+    config["num_workers"] = 0
+    eval_algo = PPO(config=config)
+    env = eval_algo.workers.local_worker().env
+    obs, _ = env.reset(seed=0)
+    _, reward, *_ = env.step(eval_algo.compute_single_action(obs))
+    eval_algo.stop()
+    tune.report({"trained_steps": result["timesteps_total"], "workers": algo.workers.plan.num_workers,
+                 "eval_reward": reward, "obs_size": len(obs)})
+
+
+def test_a_tune_function_trial_builds_ppo_within_its_request_and_steps_the_local_workers_env(ray_session, tmp_path):
+    """custom_experiment.py: ``tune.with_resources(experiment, PPO.default_resource_request(config))``
+    with PPOConfig's defaults (``num_workers="auto"``): the trial reserves one bundle, so the
+    algorithm it builds samples in its own process, as the request said (it was refused: "needs 2
+    CPUs but this placement group (Tune trial) has 0"); then ``algo.workers.local_worker().env``."""
+    ship_by_value(experiment)  # this test module is not importable in Ray's workers
+    config = PPOConfig().environment("CartPole-v1").training(
+        train_batch_size=64, minibatch_size=32, num_sgd_iter=1).to_dict()
+    config["train-iterations"] = 2
+    request = PPO.default_resource_request(config)
+    assert request.bundles == [{"CPU": 1.0}]
+    grid = tune.Tuner(tune.with_resources(experiment, request), param_space=config,
+                      run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0)).fit()
+    assert grid[0].error is None
+    metrics = grid[0].metrics
+    assert (metrics["trained_steps"], metrics["workers"]) == (128, 0)
+    assert (metrics["eval_reward"], metrics["obs_size"]) == (1.0, 4)  # CartPole's reward and observation
+
+
+def test_a_worker_group_without_an_algorithm_names_what_local_worker_needs():
+    from volley.engines import make_worker_group
+
+    config = PPOConfig().environment("CartPole-v1").resources(engine="local").rollouts(num_rollout_workers=0)
+    group = make_worker_group(config, PPO.postprocess, None)
+    try:
+        with pytest.raises(ConfigError, match="LocalWorkerGroup has no local worker"):
+            group.local_worker()
+    finally:
+        group.stop()
+
+
+def test_the_local_worker_has_an_environment_where_rllibs_has_one():
+    """RLlib's local worker builds an environment when it samples (``num_workers=0``) or is asked to
+    (``create_env_on_local_worker``); otherwise ``algo.env`` says what to set."""
+    config = PPOConfig().environment("CartPole-v1").resources(engine="local").rollouts(num_envs_per_worker=1)
+    sampling = config.copy().rollouts(num_rollout_workers=0).build()
+    try:
+        assert sampling.workers.local_worker().env.reset(seed=0)[0].shape == (4,)
+    finally:
+        sampling.stop()
+    remote = config.copy().rollouts(num_rollout_workers=1).build()
+    try:
+        with pytest.raises(ConfigError, match=r"needs create_env_on_driver=True \(or num_workers=0\)"):
+            _ = remote.workers.local_worker().env
+    finally:
+        remote.stop()
