@@ -39,7 +39,7 @@ from volley.modelv2 import (
 from volley.named import CUSTOM_ACTION_DISTS, CUSTOM_MODELS, NamedObjects, has_methods
 from volley.observations import ObsMask, ObsPreprocessor
 from volley.policy_spec import PolicySpec
-from volley.recurrent import LSTMActorCritic
+from volley.recurrent import LSTMActorCritic, LSTMQNetwork
 
 
 class ModelCatalog:
@@ -201,8 +201,9 @@ def build_network(spec: PolicySpec) -> Policy:
         policy = SquashedGaussianActor(pre.net_shape[0], action_space, model)
     else:
         body, n_feat = trunk(pre.net_shape, pre.is_image, model)
-        policy = QNetwork(body, n_feat, action_space, model, dueling=network == "dueling_q",
-                          hiddens=spec.head_hiddens, mask=pre.mask)
+        q_kind: type[QNetwork] = LSTMQNetwork if network == "recurrent_q" else QNetwork
+        policy = q_kind(body, n_feat, action_space, model, dueling=network == "dueling_q",
+                        hiddens=spec.head_hiddens, mask=pre.mask)
     if spec.acts_in_numpy:
         # workers slice its flat weights by this layout, without torch
         layout = parameter_shapes(pre.net_shape[0], action_space, model, network, spec.head_hiddens)

@@ -32,7 +32,7 @@ from volley.schedules import Schedulable, check_schedulable
 
 # The network workers act with: an actor-critic, Q-values with a linear or dueling head (DQN), or
 # a tanh-squashed Gaussian policy (SAC's actor; its critics stay on the learner)
-NetworkKind = Literal["actor_critic", "q", "dueling_q", "squashed_gaussian"]
+NetworkKind = Literal["actor_critic", "q", "dueling_q", "recurrent_q", "squashed_gaussian"]
 
 GROUPS = ("environment", "rollouts", "training", "exploration", "resources", "framework", "debugging",
           "evaluation", "reporting", "fault_tolerance", "learners", "api_stack", "rl_module", "multi_agent",
@@ -132,9 +132,9 @@ class ModelConfig(FieldsAsDict):
         for key in ("lstm_cell_size", "max_seq_len"):
             if getattr(self, key) <= 0:
                 raise ConfigError(f"config key 'model.{key}' must be > 0, got {getattr(self, key)!r}")
-        if self.use_lstm and network != "actor_critic":
+        if self.use_lstm and network not in ("actor_critic", "recurrent_q"):
             raise ConfigError(f"model.use_lstm=True is not supported by {algo_name}: it trains feed-forward "
-                              "Q-networks on replayed steps; recurrent networks train with ppo, pg and trpo")
+                              "Q-networks on replayed steps; recurrent networks train with ppo, pg, trpo and r2d2")
         if self.use_lstm and self.custom_model is not None:
             raise ConfigError(f"model.use_lstm=True with custom_model={self.custom_model!r}: volley does not "
                               "wrap a custom model in an LSTM; make the model recurrent itself "

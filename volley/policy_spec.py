@@ -78,6 +78,6 @@ class PolicySpec:
     @property
     def acts_in_numpy(self) -> bool:
         """Whether volley's own numpy twin acts for this network (an MLP, with or without an LSTM):
-        not for images (the CNN), a custom model or a custom action distribution."""
-        return (not self.observation.is_image and self.model.custom_model is None
+        not for images (the CNN), a custom model, a custom action distribution or R2D2's LSTM Q-network."""
+        return (not self.observation.is_image and self.model.custom_model is None and self.network != "recurrent_q"
                 and self.model.custom_action_dist is None)

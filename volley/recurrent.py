@@ -15,6 +15,9 @@ sequences of up to ``max_seq_len`` steps from the states the workers stored at t
 (:mod:`volley.rollout.sequences`), in RLlib's layout: rows ``[S·T, ...]`` of ``S`` padded
 sequences of ``T`` steps, a state row per sequence. Padded steps come after a sequence's last
 one, and an LSTM reads forward, so they change no output of a real step.
+
+:class:`LSTMQNetwork` is R2D2's Q-network (:mod:`volley.algorithms.r2d2`): the same LSTM between
+the body and a Q head; it acts in torch.
 """
 
 from __future__ import annotations
@@ -27,8 +30,8 @@ import torch
 from torch import nn
 
 from volley.config import ModelConfig
-from volley.distributions import Distribution
-from volley.models import ActorCritic, TorchPrevious, named_arrays, split_mask
+from volley.distributions import Distribution, masked
+from volley.models import ActorCritic, QNetwork, TorchPrevious, named_arrays, split_mask
 from volley.networks.lstm import lstm_actor_critic_twin, previous_width
 from volley.networks.numpy_layers import State, Twin
 from volley.observations import ObsMask
@@ -152,3 +155,64 @@ class LSTMActorCritic(ActorCritic):
     def value_parameters(self) -> list[nn.Parameter]:
         lstm = [] if self.vf_lstm is None else list(self.vf_lstm.parameters())
         return super().value_parameters() + lstm
+
+
+class LSTMQNetwork(QNetwork):
+    """Q-values from an LSTM of ``lstm_cell_size`` units over the body's features (R2D2, Kapturowski
+    et al., 2019), acting ε-greedily as :class:`~volley.models.QNetwork`; its state is ``[h, c]``."""
+
+    def __init__(self, body: nn.Module, n_feat: int, action_space: gym.Space, model: ModelConfig,
+                 dueling: bool, hiddens: Sequence[int] = (), mask: ObsMask | None = None) -> None:
+        super().__init__(body, model.lstm_cell_size, action_space, model, dueling, hiddens, mask)
+        self.cell_size = model.lstm_cell_size
+        self.lstm = lstm_layer(n_feat, model.lstm_cell_size)
+
+    def initial_state(self) -> State:
+        return [np.zeros(self.cell_size, np.float32), np.zeros(self.cell_size, np.float32)]
+
+    def _features(self, obs: torch.Tensor, sequences: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The body's features of rows ``[S·T, ...]`` as ``[S, T, n_feat]``, and the action mask's rows."""
+        net, mask = split_mask(obs, self.mask)
+        features = self.body(net)
+        return features.reshape(sequences, len(features) // sequences, -1), mask
+
+    def sequence_q(self, obs: torch.Tensor, state: Sequence[torch.Tensor]
+                   ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """Q-values ``[S·T, n]`` of ``S`` sequences of ``T`` steps (rows ``[S·T, ...]``) read from
+        ``state`` (``h, c``, each ``[S, cell]``), and ``[h, c]`` after each sequence's last step."""
+        h, c = state
+        features, mask = self._features(obs, len(h))
+        out, (h_out, c_out) = self.lstm(features, (h[None].contiguous(), c[None].contiguous()))
+        q = self.hidden(out.reshape(len(obs), -1))
+        head = self.q_head(q)
+        if self.value_head is not None:
+            head = self.value_head(q) + head - head.mean(-1, keepdim=True)
+        return head if mask is None else masked(head, mask), [h_out[0], c_out[0]]
+
+    def burn_in(self, obs: torch.Tensor, state: Sequence[torch.Tensor], lengths: torch.Tensor) -> list[torch.Tensor]:
+        """``[h, c]`` after the first ``lengths[i]`` (``[S]``, 0 keeps the state) of each sequence's
+        steps ``obs`` (rows ``[S·B, ...]``): R2D2's burn-in, which warms the state up."""
+        h, c = state
+        features, _ = self._features(obs, len(h))
+        packed = nn.utils.rnn.pack_padded_sequence(features, lengths.clamp(min=1).cpu(), batch_first=True,
+                                                   enforce_sorted=False)
+        _, (h_out, c_out) = self.lstm(packed, (h[None].contiguous(), c[None].contiguous()))
+        kept = (lengths == 0)[:, None]
+        return [torch.where(kept, h, h_out[0]), torch.where(kept, c, c_out[0])]
+
+    def q_values(self, obs: torch.Tensor) -> torch.Tensor:
+        """Q-values ``[B, n]`` with each row a sequence of one step from the initial state."""
+        zeros = torch.zeros(len(obs), self.cell_size, device=obs.device)
+        return self.sequence_q(obs, [zeros, zeros])[0]
+
+    def outputs(self, obs: torch.Tensor, state: Sequence[torch.Tensor] = (),
+                seq_lens: torch.Tensor | None = None, prev: TorchPrevious = None
+                ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+        if not state:
+            zeros = torch.zeros(len(obs), self.cell_size, device=obs.device)
+            state = [zeros, zeros]
+        q, state_out = self.sequence_q(obs, state)
+        return q, q.max(-1).values, state_out
+
+    def numpy_twin(self) -> Twin | None:
+        return None  # acts in torch

@@ -45,6 +45,7 @@ REGISTRY: dict[str, Registered] = {
     "sac": Registered("sac.config:SACConfig", "sac.learner:SAC"),
     "apex_sac": Registered("sac.config:ApexSACConfig", "sac.learner:ApexSAC"),
     "a2c": Registered("a2c.config:A2CConfig", "a2c.learner:A2C"),
+    "r2d2": Registered("r2d2.config:R2D2Config", "r2d2.learner:R2D2"),
 }
 
 # RLlib's registry names that are not volley's own

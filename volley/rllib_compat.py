@@ -32,6 +32,7 @@ by ``volley.named``. It sits in the config layer and imports nothing of volley b
 from __future__ import annotations
 
 import dataclasses
+import functools
 import secrets
 from collections.abc import Collection
 from typing import Any
@@ -119,11 +120,21 @@ REPLAY_FIXED: dict[str, tuple[Any, ...]] = {
     "_enable_replay_buffer_api": (True,)}
 
 
-def replay_buffer_config(value: Any) -> dict[str, Any]:
+# R2D2's buffer holds sequences (RLlib's StorageUnit.SEQUENCES, read by its value), with their burn-in
+R2D2_REPLAY_KEYS = {**REPLAY_KEYS, "replay_burn_in": "replay_burn_in", "zero_init_states": "zero_init_states",
+                    "replay_zero_init_states": "zero_init_states"}
+R2D2_REPLAY_FIXED = {**{k: v for k, v in REPLAY_FIXED.items() if k not in R2D2_REPLAY_KEYS},
+                     "storage_unit": ("sequences",), "replay_sequence_length": (-1, None)}
+
+
+def replay_buffer_config(value: Any, renames: dict[str, str] = REPLAY_KEYS,
+                         fixed: dict[str, tuple[Any, ...]] = REPLAY_FIXED) -> dict[str, Any]:
     """RLlib's ``replay_buffer_config`` as volley's replay keys: a prioritized ``type`` sets
     ``prioritized_replay``; ``capacity`` and the α, β, ε of either stack map by name."""
     value = _check_dict("replay_buffer_config", value)
-    out = _sub_keys("replay_buffer_config", value, REPLAY_KEYS, REPLAY_FIXED)
+    if "storage_unit" in value:
+        value = {**value, "storage_unit": getattr(value["storage_unit"], "value", value["storage_unit"])}
+    out = _sub_keys("replay_buffer_config", value, renames, fixed)
     if "type" in value:
         kind = _type_name("replay_buffer_config", value, REPLAY_BUFFERS, "uniform ('ReplayBuffer') and "
                           "prioritized ('PrioritizedReplayBuffer') replay, also under RLlib's MultiAgent "
@@ -192,7 +203,7 @@ def as_model(key: str) -> Translate:
 
 # -- the table ----------------------------------------------------------------------------------
 
-DQN, APEX, PPO, SAC = ("dqn",), ("apex_dqn",), ("ppo",), ("sac",)
+DQN, APEX, PPO, SAC, R2D2 = ("dqn",), ("apex_dqn",), ("ppo",), ("sac",), ("r2d2",)
 IMPALA, APPO = ("impala", "appo"), ("appo",)  # IMPALA: both (APPOConfig extends IMPALAConfig)
 NO_AGGREGATORS = "the learner's own feeder thread concatenates the fragments into train batches"
 ONE_LEARNER = ("volley trains one learner, in this process; for data-parallel learners use "
@@ -421,6 +432,14 @@ RLLIB_KEYS: list[RLlibKey] = [
     same("n_step", "training", example=3),
     same("hiddens", "training", example=[64]),
     same("tau", "training", example=0.5),
+    translated("replay_buffer_config", ("training",),
+               functools.partial(replay_buffer_config, renames=R2D2_REPLAY_KEYS, fixed=R2D2_REPLAY_FIXED),
+               ("replay_buffer_capacity", "prioritized_replay", "prioritized_replay_alpha", "learning_starts",
+                "replay_burn_in", "zero_init_states"),
+               "as DQN's, the buffer of sequences (`storage_unit` 'sequences'), and `replay_burn_in`, "
+               "`zero_init_states` → R2D2's keys", example={"type": "MultiAgentPrioritizedReplayBuffer",
+                                                            "storage_unit": "sequences", "replay_burn_in": 20,
+                                                            "zero_init_states": True}, algorithms=R2D2),
     translated("replay_buffer_config", ("training",), replay_buffer_config,
                ("replay_buffer_capacity", "prioritized_replay", "prioritized_replay_alpha",
                 "prioritized_replay_beta", "prioritized_replay_eps", "learning_starts"),

@@ -86,11 +86,11 @@ class DQN(Algorithm):
         epsilon = exploration_epsilon(cfg, self.timesteps_total)
         self.policy.set_epsilon(epsilon)  # travels to the workers with the weights
         batch = self.sample()
-        self.replay.add(batch)
+        self.store(batch)
         steps_before, steps_after = self.timesteps_total, self.timesteps_total + len(batch)
 
         losses, q_means = [], []
-        if len(self.replay) >= cfg.learning_starts:
+        if self.learning_started():
             self.updates_owed += cfg.train_intensity * len(batch)
             for _ in range(int(self.updates_owed)):
                 minibatch = self.replay.sample(cfg.minibatch_size)
@@ -108,6 +108,14 @@ class DQN(Algorithm):
                 "q_mean": float(torch.stack(q_means).mean()) if q_means else math.nan,
                 "epsilon": epsilon, "num_updates": len(losses), "replay_size": len(self.replay),
                 "lr": self.optimizer.param_groups[0]["lr"]}
+
+    def store(self, batch: Batch) -> None:
+        """Add the workers' sample to the replay buffer."""
+        self.replay.add(batch)
+
+    def learning_started(self) -> bool:
+        """Whether the buffer holds ``learning_starts`` transitions."""
+        return len(self.replay) >= self.config.learning_starts
 
     def update(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, np.ndarray | None]:
         """One gradient step on the importance-weighted Huber loss; returns the loss, the mean Q
