@@ -19,7 +19,7 @@ makes the 2.9 folder the first place ``ray.rllib.examples`` looks. The same hook
 (Ray workers and Tune trials included), which ``Algorithm.train`` ran: volley's or RLlib's.
 
 Each script runs in its own process with short stop flags (``--stop-iters 2 --stop-timesteps 2000
---framework torch --num-cpus 4`` where it has them) and a timeout, and is classified: ``ok`` (exit 0, volley's
+--framework torch --num-cpus 8`` where it has them) and a timeout, and is classified: ``ok`` (exit 0, volley's
 ``Algorithm.train`` ran, RLlib's never did, no Tune trial errored, something printed), ``fail``
 (the first root-cause line of the output), ``timeout``, ``ray-2.60`` (it uses what the Ray installed
 removed), ``script`` (a bug of the script's own, which fails it on RLlib 2.9 too), or ``n/a`` with the reason.
@@ -82,9 +82,10 @@ MULTI_AGENT = {
 FAST = ("cartpole_lstm", "custom_env", "nested_action_spaces", "checkpoint_by_custom_criteria",
         "parallel_evaluation_and_training", "deterministic_training")
 # Flags that stop a script early, where the script has them, and the arguments of those that
-# spell it otherwise. --num-cpus counts Ray's logical CPUs: 4 lets a trial that reserves two
-# evaluation workers beside itself start on a 2-core machine, as it would on RLlib's test machines
-STOP_FLAGS = {"--stop-iters": "2", "--stop-timesteps": "2000", "--framework": "torch", "--num-cpus": "4"}
+# spell it otherwise. --num-cpus counts Ray's logical CPUs: 8 lets a trial that reserves four
+# rollout workers (replay_buffer_api) or evaluation workers beside itself start on a 2-core machine,
+# as it would on RLlib's test machines
+STOP_FLAGS = {"--stop-iters": "2", "--stop-timesteps": "2000", "--framework": "torch", "--num-cpus": "8"}
 EXTRA_ARGS = {"custom_experiment": ["--train-iterations", "2"]}
 
 # What Ray 2.60 (installed) removed that a 2.9 script uses: such a run fails whatever library trains
@@ -229,8 +230,8 @@ def child_env(site: Path, tree: Path, log: Path) -> dict[str, str]:
             # Ray 2.60's own switch back to the Train API of 2.9, under which a Tune function may call
             # ray.train.report and ray.train.get_context (custom_experiment, custom_train_fn) as 2.9 scripts do
             "RAY_TRAIN_V2_ENABLED": "0",
-            # 4 logical CPUs however the script starts Ray, as --num-cpus gives those that have the flag
-            "RAY_OVERRIDE_RESOURCES": '{"CPU": 4}'}
+            # 8 logical CPUs however the script starts Ray, as --num-cpus gives those that have the flag
+            "RAY_OVERRIDE_RESOURCES": '{"CPU": 8}'}
 
 
 def arguments(name: str, source: str) -> list[str]:
