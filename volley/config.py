@@ -27,7 +27,8 @@ from volley.errors import ConfigError, did_you_mean, shown
 from volley.named import CUSTOM_ACTION_DISTS, CUSTOM_MODELS, env_name, function_name
 from volley.registry import algorithm_class
 from volley.rllib_compat import NOT_PASSED_TO_CUSTOM_MODELS, rllib_key
-from volley.rllib_keys import unset_deprecated
+from volley.rllib_compat import RLLIB_KEYS as SHARED_RLLIB_KEYS
+from volley.rllib_keys import RLlibKey, unset_deprecated
 from volley.schedules import Schedulable, check_schedulable
 
 # The network workers act with: an actor-critic, Q-values with a linear or dueling head (DQN), or
@@ -184,6 +185,8 @@ class AlgorithmConfig:
     # Stable-Baselines3's names: of one of our keys (a string), or a translation of the value into
     # ours (a function). Apart from ALIASES, so docs/rllib.md lists RLlib's names only.
     SB3_KEYS: ClassVar[dict[str, str | Callable[[Any], dict[str, Any]]]] = {}
+    # This class's own slice of RLlib's keys (its package's keys.py); rllib_keys() adds the rest
+    RLLIB_KEYS: ClassVar[tuple[RLlibKey, ...]] = ()
     algo_name: ClassVar[str] = ""
     # RLlib 2.9's examples branch on it (checkpoint_by_custom_criteria): volley is the old API stack
     _enable_new_api_stack: ClassVar[bool] = False
@@ -432,6 +435,12 @@ class AlgorithmConfig:
         return {f.name: (f, hints[f.name]) for f in dataclasses.fields(cls)}
 
     @classmethod
+    def rllib_keys(cls) -> list[RLlibKey]:
+        """RLlib's keys this config takes: the slices of its class and the classes it extends, in
+        that order (Ape-X's entry for a key settles it before DQN's), then the shared table."""
+        return [key for c in cls.__mro__ for key in vars(c).get("RLLIB_KEYS", ())] + SHARED_RLLIB_KEYS
+
+    @classmethod
     def algo_names(cls) -> set[str]:
         """``algo_name`` of this class and the classes it extends (Ape-X's keys include DQN's)."""
         return {vars(c)["algo_name"] for c in cls.__mro__ if vars(c).get("algo_name")}
@@ -456,7 +465,7 @@ class AlgorithmConfig:
                 continue
             name = self.ALIASES.get(key) or sb3 or key
             # RLlib's spellings (docs/rllib.md); an SB3 name is never RLlib's
-            rllib = None if sb3 is not None else rllib_key(key, self.algo_names(), specs)
+            rllib = None if sb3 is not None else rllib_key(key, type(self), specs)
             if name not in specs and rllib is None:
                 known = list(specs) + list(self.ALIASES) + list(self.SB3_KEYS)
                 if not lenient:
@@ -540,7 +549,7 @@ class AlgorithmConfig:
         hints = typing.get_type_hints(ModelConfig)
         custom = value.get("custom_model", model.custom_model) is not None
         for key, item in value.items():
-            rllib = rllib_key(f"model.{key}", self.algo_names())
+            rllib = rllib_key(f"model.{key}", type(self))
             if unset_deprecated(f"model.{key}", item):
                 continue
             if key == "custom_model" and item is not None and not isinstance(item, str):
@@ -717,7 +726,7 @@ class AlgorithmConfig:
             return self.unknown_keys()[key]
         sb3 = self.SB3_KEYS.get(key)
         name = self.ALIASES.get(key) or (sb3 if isinstance(sb3, str) else key)
-        rllib = rllib_key(key, self.algo_names(), self.field_specs())
+        rllib = rllib_key(key, type(self), self.field_specs())
         if rllib is not None and rllib.kind == "renamed":
             name = rllib.sets[0]
         if name not in self.field_specs():
