@@ -75,9 +75,6 @@ def stochastic_sampling(value: Any) -> dict[str, Any]:
     return sub_keys("exploration_config", value, {}, {"random_timesteps": (0,)})
 
 
-
-
-
 def num_cpus_per_learner(value: Any) -> dict[str, Any]:
     return {} if value == "auto" else {"num_cpus_for_driver": value}
 
@@ -106,8 +103,6 @@ def _callbacks_class(value: Any) -> dict[str, Any]:
     """RLlib's ``callbacks`` (what its ``to_dict()`` holds) as ``callbacks_class``; RLlib's own
     DefaultCallbacks, its default, calls no hook: volley's None."""
     return {"callbacks_class": None if value in rllib_defaults("callbacks") else value}
-
-
 
 
 def model_key(name: str, doc: str, example: Any) -> RLlibKey:

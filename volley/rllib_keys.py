@@ -189,7 +189,7 @@ def type_name(key: str, value: dict, known: Collection[str], offer: str = "") ->
 
 
 def sub_keys(key: str, value: dict, renames: dict[str, str], fixed: dict[str, tuple[Any, ...]]
-              ) -> dict[str, Any]:
+             ) -> dict[str, Any]:
     """An RLlib sub-config's keys as volley keys: ``fixed`` keys are accepted at the values volley has
     (first: a renamed key may also be fixed at RLlib's unset marker), ``renames`` map onto volley
     keys; ``"type"`` is the caller's; anything else is refused."""

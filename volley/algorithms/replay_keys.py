@@ -41,8 +41,8 @@ def replay_buffer_config(value: Any) -> dict[str, Any]:
     out = sub_keys("replay_buffer_config", value, REPLAY_KEYS, REPLAY_FIXED)
     if "type" in value:
         kind = type_name("replay_buffer_config", value, REPLAY_BUFFERS, "uniform ('ReplayBuffer') and "
-                          "prioritized ('PrioritizedReplayBuffer') replay, also under RLlib's MultiAgent "
-                          "and Episode names")
+                         "prioritized ('PrioritizedReplayBuffer') replay, also under RLlib's MultiAgent "
+                         "and Episode names")
         out["prioritized_replay"] = REPLAY_BUFFERS[kind]
     return out
 

@@ -35,7 +35,6 @@ def epsilon_greedy(*types: str) -> Translate:
     return translate
 
 
-
 def epsilon_points(value: Any) -> dict[str, Any]:
     """The new stack's DQN ``epsilon``: a constant, or ``[[0, start], [steps, end]]`` (linear)."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -53,9 +52,8 @@ def epsilon_points(value: Any) -> dict[str, Any]:
 def apex_optimizer(value: Any) -> dict[str, Any]:
     """RLlib 2.9's Ape-X ``optimizer`` dict (its actors' settings) as volley's Ape-X keys."""
     return sub_keys("optimizer", check_dict("optimizer", value),
-                     {"num_replay_buffer_shards": "num_replay_shards", "max_weight_sync_delay": "weight_sync_interval"},
-                     {"debug": (False,)})
-
+                    {"num_replay_buffer_shards": "num_replay_shards", "max_weight_sync_delay": "weight_sync_interval"},
+                    {"debug": (False,)})
 
 
 DQN_KEYS: tuple[RLlibKey, ...] = (
@@ -88,8 +86,7 @@ DQN_KEYS: tuple[RLlibKey, ...] = (
             "set train_intensity", allowed=(1,), example=4),
     refused("training_intensity", ("training",), "volley's train_intensity counts gradient steps per "
             "sampled step: set train_intensity = training_intensity / minibatch_size",
-            allowed=(None, *rllib_defaults("training_intensity")),
-            example=8),
+            allowed=(None, *rllib_defaults("training_intensity")), example=8),
     refused("adam_epsilon", ("training",), "volley's DQN uses Adam's default epsilon", allowed=(1e-8,),
             example=1e-4),
 )

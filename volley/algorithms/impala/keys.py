@@ -19,7 +19,8 @@ IMPALA_KEYS: tuple[RLlibKey, ...] = (
              "from the learner's value of the observation after it", example=True),
     same("broadcast_interval", "training", example=2),
     same("max_requests_in_flight_per_sampler_worker", "training", example=1),
-    renamed("max_sample_requests_in_flight_per_worker", "max_requests_in_flight_per_sampler_worker", "training", example=1, note=" (RLlib 1.x's name)"),
+    renamed("max_sample_requests_in_flight_per_worker", "max_requests_in_flight_per_sampler_worker", "training",
+            example=1, note=" (RLlib 1.x's name)"),
     same("minibatch_buffer_size", "training", example=4),
     same("replay_proportion", "training", example=0.5),
     same("replay_buffer_num_slots", "training", example=50),
@@ -54,7 +55,8 @@ APPO_KEYS: tuple[RLlibKey, ...] = (
             example=False),
     refused("use_gae", ("training",), "APPO's advantages are V-trace's (vtrace=False: n-step returns)",
             allowed=(True,), example=False),
-    *[refused(name, ("training",), "V-trace's targets take c-bar = 1 (lambda 1)", allowed=(1.0,), example=0.95) for name in ("lambda_", "lambda")],
+    *[refused(name, ("training",), "V-trace's targets take c-bar = 1 (lambda 1)", allowed=(1.0,), example=0.95)
+      for name in ("lambda_", "lambda")],
     renamed("target_update_frequency", "target_network_update_freq", "training", example=4,
             note=" (RLlib's old name)"),
     accepted("use_circular_buffer", ("training",), "volley's minibatch buffer trains each batch num_epochs "
