@@ -394,7 +394,7 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 def _play(args: argparse.Namespace, video: Path | None, tracking: dict[str, Any], tracker: Any = None) -> int:
     """``volley evaluate``'s episodes, logged to ``tracker`` (a W&B run) if given."""
-    from volley.algorithms import Algorithm
+    from volley.algorithm import Algorithm
     from volley.video import FrameRecorder, write_video
 
     algo = Algorithm.from_checkpoint(args.checkpoint, to_play=True, **tracking)
