@@ -22,10 +22,10 @@ from collections.abc import Collection
 from pathlib import Path
 
 from volley.algorithm import Algorithm
-from volley.algorithms import ALGORITHMS
+from volley.algorithms import ALGORITHMS, rllib_table
 from volley.coercion import type_name
 from volley.config import AlgorithmConfig, ModelConfig
-from volley.rllib_compat import BUILDER_GROUPS, RLLIB_KEYS, takes
+from volley.rllib_compat import BUILDER_GROUPS, takes
 from volley.rllib_results import LEARNER_STATS, evaluation_views, training_views
 
 DOCS = Path(__file__).parent
@@ -122,8 +122,8 @@ and why the others do not: [benchmarks/RESULTS.md](../benchmarks/RESULTS.md).
 classic course exercise (train, save, `Algorithm.from_checkpoint`, `compute_single_action`)
 this way. Below: what volley does with each of RLlib's methods, result keys and config
 keys. The config-key and result-key tables are generated from the code (`python
-docs/generate.py`, from `volley/rllib_compat.py`, `volley/rllib_results.py` and the config
-classes);
+docs/generate.py`, from `volley/rllib_compat.py` (the shared keys), each algorithm's
+`volley/algorithms/<name>/keys.py`, `volley/rllib_results.py` and the config classes);
 `tests/unit/test_docs.py` fails when this page is stale, and `tests/unit/test_rllib.py`
 sets every key below through the builder method named and checks that it does what
 this page says.
@@ -194,7 +194,8 @@ python docs/generate.py && python -m pytest tests/unit/test_rllib_keys.py
 ```
 
 then give each key the test names a line: in `volley/rllib_keys.py` (`INTERNAL`, plumbing
-accepted at RLlib's default) or in the table of `volley/rllib_compat.py`.
+accepted at RLlib's default), in the table of `volley/rllib_compat.py` (every algorithm's), or in
+the algorithm's `volley/algorithms/<name>/keys.py`.
 
 ## Results
 
@@ -245,8 +246,8 @@ def rllib_rows() -> list[tuple[str, str, str, str]]:
             ALGORITHMS[name].__name__ for name in matching)
 
     rows = [(entry.groups[0], entry.name.removeprefix("model."), entry.volley,
-             names([n for n, c in classes.items() if takes(entry, c.field_specs(), c.algo_names())]))
-             for entry in RLLIB_KEYS]
+             names([n for n, c in classes.items() if takes(entry, c)]))
+             for entry in rllib_table()]
     aliases = {(alias, target) for c in classes.values() for alias, target in c.ALIASES.items()}
     for alias, target in sorted(aliases):
         group = next(c.field_specs()[target][0].metadata["group"] for c in classes.values()

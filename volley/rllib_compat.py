@@ -1,9 +1,9 @@
-"""RLlib's spellings and what volley does with each: the one table behind the builder and docs/rllib.md.
+"""RLlib's spellings and what volley does with each: the shared table behind the builder and docs/rllib.md.
 
 volley promises RLlib users that their scripts run with only the import changed. A
 key RLlib and volley share under one name needs nothing; a key volley knows under
 another name is an alias (``ALIASES`` of each config class). Everything else RLlib's
-configs take is an entry of :data:`RLLIB_KEYS`, in one of four kinds:
+configs take is an entry of a table, in one of four kinds:
 
 - **same**: a volley key under RLlib's name, listed for the docs and because RLlib
   sets it from another builder method (``env_runners(explore=...)``);
@@ -17,11 +17,15 @@ configs take is an entry of :data:`RLLIB_KEYS`, in one of four kinds:
   support it and what to use instead. A key is never silently dropped, and a real RLlib
   key is never "unknown".
 
+:data:`RLLIB_KEYS` holds the keys every algorithm shares; an algorithm's own keys are its
+slice, ``RLLIB_KEYS`` of its config class (written in ``volley/algorithms/<name>/keys.py``), and
+:func:`rllib_key` reads a config class's slices before this table (``AlgorithmConfig.rllib_keys``).
 The entries and their factories are in ``volley.rllib_keys``, beside the keys of RLlib's
 ``to_dict()`` that users seldom write (plumbing accepted at RLlib's own default, read
 from the dump of RLlib in ``volley/rllib_keys.json``); this table takes them in, so every
-key of the dump has a line. ``docs/generate.py`` writes docs/rllib.md from the table and
-the config classes, ``tests/unit/test_rllib.py`` sets every entry through its builder
+key of the dump has a line. ``docs/generate.py`` writes docs/rllib.md from every entry
+(``volley.algorithms.rllib_table()``, read through the registry) and the config classes,
+``tests/unit/test_rllib.py`` sets every entry through its builder
 method, and ``tests/unit/test_rllib_keys.py`` feeds it every key of the dump at RLlib's
 default, so the page, the table, the code and RLlib cannot drift apart. RLlib's result keys
 are in ``volley.rllib_results``; environment and model classes given as objects are named
@@ -32,25 +36,25 @@ by ``volley.named``. It sits in the config layer and imports nothing of volley b
 from __future__ import annotations
 
 import dataclasses
-import functools
 import secrets
 from collections.abc import Collection
-from typing import Any
+from typing import Any, Protocol
 
-from volley.errors import ConfigError, did_you_mean, shown
+from volley.errors import ConfigError, shown
 from volley.rllib_keys import (
     DUMP_KEYS,
     RLlibKey,
     Translate,
     accepted,
-    at_default,
-    is_one_of,
+    check_dict,
     refused,
     renamed,
     rllib_defaults,
     same,
     stored_as,
+    sub_keys,
     translated,
+    type_name,
 )
 
 
@@ -63,128 +67,12 @@ def _flag(name: str, value: Any) -> bool:
 # -- translations -----------------------------------------------------------------------------
 
 
-def _check_dict(key: str, value: Any) -> dict:
-    if not isinstance(value, dict):
-        raise ConfigError(f"RLlib's {key} must be a dict, got {shown(value)}")
-    return value
-
-
-def _type_name(key: str, value: dict, known: Collection[str], offer: str = "") -> str:
-    """The ``"type"`` of an RLlib sub-config (a name, or a class as RLlib also takes); refused by
-    name, with the close match, unless volley has it (``offer`` says what it has; else ``known``)."""
-    kind = value.get("type")
-    name = kind if isinstance(kind, str) else getattr(kind, "__name__", repr(kind))
-    if name not in known:
-        raise ConfigError(f"RLlib's {key} type {name!r} is not supported by volley"
-                          f"{did_you_mean(name, known)}; volley has {offer or ', '.join(map(repr, known))}")
-    return name
-
-
-def _sub_keys(key: str, value: dict, renames: dict[str, str], fixed: dict[str, tuple[Any, ...]]
-              ) -> dict[str, Any]:
-    """An RLlib sub-config's keys as volley keys: ``fixed`` keys are accepted at the values volley has
-    (first: a renamed key may also be fixed at RLlib's unset marker), ``renames`` map onto volley
-    keys; ``"type"`` is the caller's; anything else is refused."""
-    out: dict[str, Any] = {}
-    for sub, item in value.items():
-        if sub in fixed and is_one_of(item, fixed[sub]):  # RLlib's unset marker of a key renamed too
-            continue
-        if sub in renames:
-            out[renames[sub]] = item
-        elif sub in fixed:
-            raise ConfigError(f"RLlib's {key}[{sub!r}]={shown(item)} is not supported by volley "
-                              f"(it takes {' or '.join(map(repr, fixed[sub]))})")
-        elif sub != "type":
-            known = [*renames, *fixed]
-            raise ConfigError(f"RLlib's {key} key {sub!r} is not supported by volley"
-                              f"{did_you_mean(sub, known)}; it takes {', '.join(map(repr, known))}")
-    return out
-
-
-REPLAY_BUFFERS = {  # RLlib's buffer types (both stacks) -> volley's prioritized_replay
-    "ReplayBuffer": False, "MultiAgentReplayBuffer": False, "EpisodeReplayBuffer": False,
-    "MultiAgentEpisodeReplayBuffer": False, "PrioritizedReplayBuffer": True,
-    "MultiAgentPrioritizedReplayBuffer": True, "PrioritizedEpisodeReplayBuffer": True,
-    "MultiAgentPrioritizedEpisodeReplayBuffer": True,
-}
-REPLAY_KEYS = {"capacity": "replay_buffer_capacity", "learning_starts": "learning_starts",
-               "prioritized_replay": "prioritized_replay",  # RLlib 2.9's SAC default carries it (-1 elsewhere)
-               "prioritized_replay_alpha": "prioritized_replay_alpha", "alpha": "prioritized_replay_alpha",
-               "prioritized_replay_beta": "prioritized_replay_beta", "beta": "prioritized_replay_beta",
-               "prioritized_replay_eps": "prioritized_replay_eps"}
-REPLAY_FIXED: dict[str, tuple[Any, ...]] = {
-    "storage_unit": ("timesteps",), "replay_sequence_length": (1,), "replay_burn_in": (0,),
-    "replay_zero_init_states": (True,), "no_local_replay_buffer": (True, False),
-    "worker_side_prioritization": (False, True), "replay_mode": ("independent",),
-    "prioritized_replay": (-1,), "replay_buffer_shards_colocated_with_driver": (True, False),
-    "_enable_replay_buffer_api": (True,)}
-
-
-# R2D2's buffer holds sequences (RLlib's StorageUnit.SEQUENCES, read by its value), with their burn-in
-R2D2_REPLAY_KEYS = {**REPLAY_KEYS, "replay_burn_in": "replay_burn_in", "zero_init_states": "zero_init_states",
-                    "replay_zero_init_states": "zero_init_states"}
-R2D2_REPLAY_FIXED = {**{k: v for k, v in REPLAY_FIXED.items() if k not in R2D2_REPLAY_KEYS},
-                     "storage_unit": ("sequences",), "replay_sequence_length": (-1, None)}
-
-
-def replay_buffer_config(value: Any, renames: dict[str, str] = REPLAY_KEYS,
-                         fixed: dict[str, tuple[Any, ...]] = REPLAY_FIXED) -> dict[str, Any]:
-    """RLlib's ``replay_buffer_config`` as volley's replay keys: a prioritized ``type`` sets
-    ``prioritized_replay``; ``capacity`` and the α, β, ε of either stack map by name."""
-    value = _check_dict("replay_buffer_config", value)
-    if "storage_unit" in value:
-        value = {**value, "storage_unit": getattr(value["storage_unit"], "value", value["storage_unit"])}
-    out = _sub_keys("replay_buffer_config", value, renames, fixed)
-    if "type" in value:
-        kind = _type_name("replay_buffer_config", value, REPLAY_BUFFERS, "uniform ('ReplayBuffer') and "
-                          "prioritized ('PrioritizedReplayBuffer') replay, also under RLlib's MultiAgent "
-                          "and Episode names")
-        out["prioritized_replay"] = REPLAY_BUFFERS[kind]
-    return out
-
-
-EPSILON_KEYS = {"initial_epsilon": "epsilon_start", "final_epsilon": "epsilon_end",
-                "epsilon_timesteps": "epsilon_decay_steps"}
-
-
-def epsilon_greedy(*types: str) -> Translate:
-    """``exploration_config`` of an ε-greedy ``type`` as volley's linear ε schedule."""
-    def translate(value: Any) -> dict[str, Any]:
-        value = _check_dict("exploration_config", value)
-        if "type" in value:
-            _type_name("exploration_config", value, types)
-        return {"epsilon_schedule": "linear",
-                **_sub_keys("exploration_config", value, EPSILON_KEYS, {"warmup_timesteps": (0,)})}
-    return translate
-
-
 def stochastic_sampling(value: Any) -> dict[str, Any]:
     """A policy-gradient ``exploration_config``: sampling from the policy is what ``explore`` does."""
-    value = _check_dict("exploration_config", value)
+    value = check_dict("exploration_config", value)
     if "type" in value:
-        _type_name("exploration_config", value, ("StochasticSampling",))
-    return _sub_keys("exploration_config", value, {}, {"random_timesteps": (0,)})
-
-
-def epsilon_points(value: Any) -> dict[str, Any]:
-    """The new stack's DQN ``epsilon``: a constant, or ``[[0, start], [steps, end]]`` (linear)."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return {"epsilon_start": value, "epsilon_end": value}
-    points = value if isinstance(value, (list, tuple)) else []
-    if len(points) == 2 and all(isinstance(p, (list, tuple)) and len(p) == 2 for p in points) \
-            and points[0][0] == 0:
-        (_, start), (steps, end) = points
-        return {"epsilon_start": start, "epsilon_end": end, "epsilon_decay_steps": steps,
-                "epsilon_schedule": "linear"}
-    raise ConfigError(f"RLlib's epsilon={shown(value)} is not supported by volley: it takes a number or "
-                      "two points [[0, start], [timesteps, end]] (a linear decay)")
-
-
-def apex_optimizer(value: Any) -> dict[str, Any]:
-    """RLlib 2.9's Ape-X ``optimizer`` dict (its actors' settings) as volley's Ape-X keys."""
-    return _sub_keys("optimizer", _check_dict("optimizer", value),
-                     {"num_replay_buffer_shards": "num_replay_shards", "max_weight_sync_delay": "weight_sync_interval"},
-                     {"debug": (False,)})
+        type_name("exploration_config", value, ("StochasticSampling",))
+    return sub_keys("exploration_config", value, {}, {"random_timesteps": (0,)})
 
 
 def num_cpus_per_learner(value: Any) -> dict[str, Any]:
@@ -198,14 +86,12 @@ def random_seed(value: Any) -> dict[str, Any]:
 
 def as_model(key: str) -> Translate:
     """A model dict under another name (``rl_module(model_config=...)``)."""
-    return lambda value: {"model": _check_dict(key, value)}
+    return lambda value: {"model": check_dict(key, value)}
 
 
 # -- the table ----------------------------------------------------------------------------------
 
-DQN, APEX, PPO, SAC, R2D2 = ("dqn",), ("apex_dqn",), ("ppo",), ("sac",), ("r2d2",)
-IMPALA, APPO = ("impala", "appo"), ("appo",)  # IMPALA: both (APPOConfig extends IMPALAConfig)
-NO_AGGREGATORS = "the learner's own feeder thread concatenates the fragments into train batches"
+DQN, SAC, IMPALA = ("dqn",), ("sac",), ("impala", "appo")  # IMPALA: both (APPOConfig extends IMPALAConfig)
 ONE_LEARNER = ("volley trains one learner, in this process; for data-parallel learners use "
                "engine='mpi' with mpi_mode='allreduce' (PPO, PG)")
 ONE_POLICY = "volley trains one policy on single-agent Gymnasium environments"
@@ -217,8 +103,6 @@ def _callbacks_class(value: Any) -> dict[str, Any]:
     """RLlib's ``callbacks`` (what its ``to_dict()`` holds) as ``callbacks_class``; RLlib's own
     DefaultCallbacks, its default, calls no hook: volley's None."""
     return {"callbacks_class": None if value in rllib_defaults("callbacks") else value}
-
-
 
 
 def model_key(name: str, doc: str, example: Any) -> RLlibKey:
@@ -300,8 +184,6 @@ RLLIB_KEYS: list[RLlibKey] = [
     refused("_fake_gpus", ("resources",), "volley trains on a GPU only where torch sees one"),
     # learners()
     refused("num_learners", ("learners",), ONE_LEARNER, allowed=(0, 1), example=2),
-    refused("num_aggregator_actors_per_learner", ("learners",), NO_AGGREGATORS, allowed=(0,), example=2,
-            algorithms=IMPALA),
     renamed("num_gpus_per_learner", "num_gpus", "learners", example=0),
     translated("num_cpus_per_learner", ("learners",), num_cpus_per_learner, ("num_cpus_for_driver",),
                "`num_cpus_for_driver` ('auto': volley chooses)", example=1),
@@ -357,27 +239,11 @@ RLLIB_KEYS: list[RLlibKey] = [
     same("custom_evaluation_function", "evaluation", example=None,
          note=" (fn(algorithm, eval_workers) -> metrics, under result['evaluation'])"),
     # exploration()
-    translated("exploration_config", ("exploration",), epsilon_greedy("EpsilonGreedy", "PerWorkerEpsilonGreedy"),
-               ("epsilon_start", "epsilon_end", "epsilon_decay_steps", "epsilon_schedule"),
-               "`type` `'EpsilonGreedy'` or `'PerWorkerEpsilonGreedy'` (every Ape-X worker has its "
-               "own ε anyway); `initial_epsilon`, `final_epsilon`, `epsilon_timesteps` set "
-               "`epsilon_start`, `epsilon_end`, `epsilon_decay_steps` (linear)",
-               example={"type": "PerWorkerEpsilonGreedy", "initial_epsilon": 1.0, "final_epsilon": 0.05,
-                        "epsilon_timesteps": 20_000}, algorithms=APEX),
-    translated("exploration_config", ("exploration",), epsilon_greedy("EpsilonGreedy"),
-               ("epsilon_start", "epsilon_end", "epsilon_decay_steps", "epsilon_schedule"),
-               "`type` `'EpsilonGreedy'`; `initial_epsilon`, `final_epsilon`, `epsilon_timesteps` set "
-               "`epsilon_start`, `epsilon_end`, `epsilon_decay_steps` (linear); other types refused by name",
-               example={"type": "EpsilonGreedy", "initial_epsilon": 1.0, "final_epsilon": 0.02,
-                        "epsilon_timesteps": 10_000}, algorithms=DQN),
     translated("exploration_config", ("exploration",), stochastic_sampling, (),
                "`type` `'StochasticSampling'` (sampling from the policy is what `explore` does); other "
                "types refused by name", example={"type": "StochasticSampling"},
                algorithms=("ppo", "pg", "trpo", *IMPALA, *SAC)),
     # training(), every algorithm
-    dataclasses.replace(same("lr", "training", example=1e-3, unset=(None,), note=": a number, or RLlib's schedule "
-                             "`[[timestep, lr], ...]`; SAC: RLlib's None (its new stack's default, where "
-                             "`actor_lr`, `critic_lr` and `alpha_lr` set every rate) keeps volley's"), algorithms=SAC),
     same("lr", "training", example=1e-3, note=": a number, or RLlib's schedule `[[timestep, lr], ...]`"),
     same("gamma", "training", example=0.95),
     same("train_batch_size", "training", example=1000, note=" (DQN: the steps sampled per iteration; RLlib's "
@@ -396,15 +262,10 @@ RLLIB_KEYS: list[RLlibKey] = [
             note=" (SAC's, as RLlib's: the replay minibatch)"),
     refused("grad_clip_by", ("training",), "volley clips the global gradient norm", allowed=("global_norm",),
             example="value"),
-    translated("optimizer", ("training",), apex_optimizer, ("num_replay_shards", "weight_sync_interval"),
-               "RLlib 2.9's Ape-X settings: `num_replay_buffer_shards` → `num_replay_shards`, "
-               "`max_weight_sync_delay` → `weight_sync_interval`; other keys refused by name",
-               example={"num_replay_buffer_shards": 2, "max_weight_sync_delay": 256}, algorithms=APEX),
     refused("optimizer", ("training",), "volley's optimizers are fixed: Adam (PPO, DQN, TRPO's value "
             "function), RMSProp (PG); set lr and grad_clip", allowed=({},), example={"type": "SGD"}),
     refused("learner_class", ("training",), "volley's algorithms are its own classes", allowed=(None,),
             example="cls"),
-    # training(), PPO
     same("kl_coeff", "training", example=0.3, note=" (PPO: volley's default 0.0 is no penalty; RLlib's is 0.2)"),
     same("kl_target", "training", example=0.02),
     same("clip_param", "training", example=0.3),
@@ -413,153 +274,12 @@ RLLIB_KEYS: list[RLlibKey] = [
     same("vf_loss_coeff", "training", example=1.0),
     same("entropy_coeff", "training", example=0.01, note=": a number, or RLlib's schedule `[[timestep, weight], ...]`"),
     same("num_epochs", "training", example=5),
-    refused("minibatch_size", ("training",), "IMPALA and APPO take one update on each whole train batch "
-            "(num_epochs times); lower train_batch_size for smaller steps", allowed=(None,), example=128,
-            algorithms=IMPALA),
     same("minibatch_size", "training", example=128, unset=(None,), note=" (RLlib's None keeps volley's)"),
-    translated("vf_share_layers", ("training",), lambda v: {"model": {"vf_share_layers": v}}, ("model",),
-               "`model.vf_share_layers` (RLlib's old top-level PPO key)", example=True, algorithms=PPO),
-    refused("use_critic", ("training",), "volley's PPO always learns a value function for GAE",
-            allowed=(True,), example=False, algorithms=PPO),
-    refused("use_gae", ("training",), "volley's PPO always uses GAE; lambda=1.0 gives Monte-Carlo "
-            "returns less the value baseline", allowed=(True,), example=False, algorithms=PPO),
     same("entropy_coeff_schedule", "training", example=[[0, 0.01], [10_000, 0.0]]),
-    accepted("shuffle_sequences", ("training",), "minibatches are rows drawn without replacement, "
-             "shuffled every epoch", example=True, algorithms=PPO),
-    # training(), DQN (and Ape-X)
-    same("double_q", "training", example=False),
-    same("dueling", "training", example=True),
     same("n_step", "training", example=3),
-    same("hiddens", "training", example=[64]),
     same("tau", "training", example=0.5),
-    translated("replay_buffer_config", ("training",),
-               functools.partial(replay_buffer_config, renames=R2D2_REPLAY_KEYS, fixed=R2D2_REPLAY_FIXED),
-               ("replay_buffer_capacity", "prioritized_replay", "prioritized_replay_alpha", "learning_starts",
-                "replay_burn_in", "zero_init_states"),
-               "as DQN's, the buffer of sequences (`storage_unit` 'sequences'), and `replay_burn_in`, "
-               "`zero_init_states` → R2D2's keys", example={"type": "MultiAgentPrioritizedReplayBuffer",
-                                                            "storage_unit": "sequences", "replay_burn_in": 20,
-                                                            "zero_init_states": True}, algorithms=R2D2),
-    translated("replay_buffer_config", ("training",), replay_buffer_config,
-               ("replay_buffer_capacity", "prioritized_replay", "prioritized_replay_alpha",
-                "prioritized_replay_beta", "prioritized_replay_eps", "learning_starts"),
-               "a prioritized `type` sets `prioritized_replay`; `capacity` → `replay_buffer_capacity`; "
-               "`prioritized_replay_alpha`/`alpha`, `_beta`/`beta`, `_eps` → `prioritized_replay_*`; "
-               "other types and keys refused by name",
-               example={"type": "MultiAgentPrioritizedReplayBuffer", "capacity": 50_000,
-                        "prioritized_replay_alpha": 0.5, "prioritized_replay_beta": 0.5,
-                        "prioritized_replay_eps": 1e-6}, algorithms=DQN + SAC),
-    translated("epsilon", ("training",), epsilon_points,
-               ("epsilon_start", "epsilon_end", "epsilon_decay_steps", "epsilon_schedule"),
-               "a number, or `[[0, start], [timesteps, end]]`: `epsilon_start`, `epsilon_end`, "
-               "`epsilon_decay_steps` (linear)", example=[[0, 1.0], [10_000, 0.05]], algorithms=DQN),
-    renamed("buffer_size", "replay_buffer_capacity", "training", algorithms=DQN, example=50_000),
-    renamed("store_buffer_in_checkpoints", "checkpoint_replay", "training", algorithms=APEX, example=True),
-    refused("store_buffer_in_checkpoints", ("training",), "volley's synchronous DQN refills its buffer "
-            "after a restore; Ape-X checkpoints its shards (checkpoint_replay)", algorithms=DQN),
-    refused("noisy", ("training",), "volley explores ε-greedily (exploration_config, or the epsilon_* "
-            "keys)", algorithms=DQN),
-    accepted("sigma0", ("training",), "only used with noisy=True, which volley refuses", example=0.5,
-             algorithms=DQN),
-    refused("num_atoms", ("training",), "volley's Q-networks are not distributional", allowed=(1,),
-            example=51, algorithms=DQN),
-    accepted("v_min", ("training",), "only used with num_atoms > 1, which volley refuses", example=-10.0,
-             algorithms=DQN),
-    accepted("v_max", ("training",), "only used with num_atoms > 1, which volley refuses", example=10.0,
-             algorithms=DQN),
-    refused("td_error_loss_fn", ("training",), "volley's DQN loss is the Huber loss", allowed=("huber",),
-            example="mse", algorithms=DQN),
-    refused("num_epochs", ("training",), "volley's DQN takes each gradient step on a fresh replay minibatch; "
-            "set train_intensity", allowed=(1,), example=4, algorithms=DQN),
-    refused("training_intensity", ("training",), "volley's train_intensity counts gradient steps per "
-            "sampled step: set train_intensity = training_intensity / minibatch_size",
-            allowed=(None, *rllib_defaults("training_intensity")),
-            example=8, algorithms=DQN),
-    refused("adam_epsilon", ("training",), "volley's DQN uses Adam's default epsilon", allowed=(1e-8,),
-            example=1e-4, algorithms=DQN),
-    # training(), IMPALA and APPO
-    same("vtrace", "training", example=False),
-    same("vtrace_clip_rho_threshold", "training", example=2.0),
-    same("vtrace_clip_pg_rho_threshold", "training", example=2.0),
-    accepted("vtrace_drop_last_ts", ("training",), "volley never drops a fragment's last step: it bootstraps "
-             "from the learner's value of the observation after it", example=True, algorithms=IMPALA),
-    same("broadcast_interval", "training", example=2),
-    same("max_requests_in_flight_per_sampler_worker", "training", example=1),
-    renamed("max_sample_requests_in_flight_per_worker", "max_requests_in_flight_per_sampler_worker", "training",
-            algorithms=IMPALA, example=1, note=" (RLlib 1.x's name)"),
-    same("minibatch_buffer_size", "training", example=4),
-    same("replay_proportion", "training", example=0.5),
-    same("replay_buffer_num_slots", "training", example=50),
-    same("learner_queue_size", "training", example=16),
-    accepted("learner_queue_timeout", ("training",), "volley's learner waits for its next batch as long as it "
-             "takes; a dead worker is replaced (fault_tolerance)", example=300, algorithms=IMPALA),
-    accepted("timeout_s_sampler_manager", ("training",), "volley takes each fragment the moment it is done",
-             example=0.0, algorithms=IMPALA),
-    refused("num_aggregation_workers", ("training",), NO_AGGREGATORS, allowed=(0,), example=2, algorithms=IMPALA),
-    accepted("max_requests_in_flight_per_aggregator_worker", ("training",), f"only used with aggregation "
-             f"workers, which volley refuses: {NO_AGGREGATORS}", example=2, algorithms=IMPALA),
-    accepted("timeout_s_aggregator_manager", ("training",), f"only used with aggregation workers, which volley "
-             f"refuses: {NO_AGGREGATORS}", example=0.0, algorithms=IMPALA),
-    accepted("num_gpu_loader_threads", ("training",), "the learner moves each train batch to its device itself",
-             example=8, algorithms=IMPALA),
-    accepted("num_multi_gpu_tower_stacks", ("training",), "volley's learner trains on one device", example=2,
-             algorithms=IMPALA),
-    same("opt_type", "training", example="rmsprop"),
-    same("decay", "training", example=0.9),
-    same("epsilon", "training", example=0.01, note=" (RMSProp's; DQN's RLlib epsilon is its ε schedule)"),
-    refused("momentum", ("training",), "volley's RMSProp has no momentum", allowed=(0, 0.0), example=0.9,
-            algorithms=IMPALA),
-    refused("_separate_vf_optimizer", ("training",), "one optimizer steps the policy and the value network",
-            allowed=(False,), algorithms=IMPALA),
-    accepted("_lr_vf", ("training",), "only used with _separate_vf_optimizer, which volley refuses",
-             example=5e-4, algorithms=IMPALA),
-    refused("after_train_step", ("training",), NO_CALLBACKS, allowed=(None,), example="fn", algorithms=IMPALA),
-    same("entropy_coeff_schedule", "training", example=[[0, 0.01], [10_000, 0.0]]),
     same("use_kl_loss", "training", example=True),
     same("target_network_update_freq", "training", example=4),
-    same("target_worker_clipping", "training", example=1.5),
-    refused("use_critic", ("training",), "APPO always learns a value function for V-trace", allowed=(True,),
-            example=False, algorithms=APPO),
-    refused("use_gae", ("training",), "APPO's advantages are V-trace's (vtrace=False: n-step returns)",
-            allowed=(True,), example=False, algorithms=APPO),
-    *[refused(name, ("training",), "V-trace's targets take c-bar = 1 (lambda 1)", allowed=(1.0,), example=0.95,
-              algorithms=APPO) for name in ("lambda_", "lambda")],
-    renamed("target_update_frequency", "target_network_update_freq", "training", algorithms=APPO, example=4,
-            note=" (RLlib's old name)"),
-    accepted("use_circular_buffer", ("training",), "volley's minibatch buffer trains each batch num_epochs "
-             "times, in turn with minibatch_buffer_size - 1 others", example=False, algorithms=APPO),
-    renamed("circular_buffer_num_batches", "minibatch_buffer_size", "training", algorithms=APPO, example=4,
-            note=" (RLlib draws from its circular buffer at random; volley trains the batches in turn)"),
-    renamed("circular_buffer_iterations_per_batch", "num_epochs", "training", algorithms=APPO, example=2),
-    accepted("simple_queue_size", ("training",), "only used with use_circular_buffer=False; volley's queue "
-             "is learner_queue_size", example=32, algorithms=APPO),
-    # training(), SAC
-    *[same(name, "training", example=value) for name, value in (
-        ("twin_q", False), ("initial_alpha", 0.5), ("target_entropy", -2.0), ("training_intensity", 512.0),
-        ("q_model_config", {"fcnet_hiddens": [64, 64]}))],
-    *[translated(name, ("training",), lambda value: _sub_keys("optimization", _check_dict("optimization", value), {
-        "actor_learning_rate": "actor_lr", "critic_learning_rate": "critic_lr", "entropy_learning_rate": "alpha_lr"},
-        {}), ("actor_lr", "critic_lr", "alpha_lr"),
-                 "`actor_learning_rate`, `critic_learning_rate`, `entropy_learning_rate` → `actor_lr`, `critic_lr`, "
-                 "`alpha_lr`", example={"actor_learning_rate": 1e-3}, algorithms=SAC)
-      for name in ("optimization", "optimization_config")],
-    refused("_deterministic_loss", ("training",), "volley's SAC samples its actions in the loss, as the paper does",
-            algorithms=SAC),
-    refused("_use_beta_distribution", ("training",), "volley's SAC policy is the paper's squashed Gaussian",
-            algorithms=SAC),
-    refused("minibatch_size", ("training",), "SAC's replay minibatch is train_batch_size, as in RLlib's SAC",
-            allowed=(None,), example=128, algorithms=SAC),
-    refused("num_epochs", ("training",), "volley's SAC takes each gradient step on a fresh replay minibatch; "
-            "set training_intensity or gradient_steps", allowed=(1,), example=4, algorithms=SAC),
-    at_default("use_state_preprocessor", ("training",), "deprecated in RLlib's SAC; volley's SAC networks read "
-               "the observations directly (model, q_model_config)", algorithms=SAC),
-    at_default("worker_side_prioritization", ("training",), "volley's SAC replays by the learner's TD errors "
-               "(prioritized_replay); Ape-X SAC's workers give fresh rows the shard's largest priority",
-               algorithms=SAC),
-    accepted("sample_async", ("rollouts",), "Ape-X SAC's acting workers always sample while the learner learns",
-             example=True, algorithms=("apex_sac",)),
-    refused("sample_async", ("rollouts",), "volley's SAC samples between its updates; its asynchronous mode is "
-            "ApexSACConfig (SACConfig().async_mode())", allowed=(False,), algorithms=SAC),
     # fault_tolerance()
     translated("ignore_worker_failures", ("fault_tolerance",),
                lambda v: {"on_worker_failure": "use_others"} if _flag("ignore_worker_failures", v) else {},
@@ -685,17 +405,31 @@ BUILDER_GROUPS = ("environment", "rollouts", "resources", "learners", "framework
                   "callbacks", "offline_data", "checkpointing", "rl_module", "experimental", "model")
 
 
-def rllib_key(name: str, algo_names: Collection[str], fields: Collection[str] | None = None) -> RLlibKey | None:
-    """The table's entry for RLlib's ``name`` in a config of one of ``algo_names`` (None if none);
-    with the config's ``fields``, a ``same`` entry counts only where the config has that key."""
-    return next((key for key in RLLIB_KEYS if key.name == name and key.applies_to(algo_names)
+class KeyedConfig(Protocol):
+    """A config class as the lookup reads it (``volley.config.AlgorithmConfig``)."""
+
+    @classmethod
+    def algo_names(cls) -> set[str]: ...
+
+    @classmethod
+    def rllib_keys(cls) -> list[RLlibKey]: ...
+
+    @classmethod
+    def field_specs(cls) -> dict[str, Any]: ...
+
+
+def rllib_key(name: str, config: type[KeyedConfig], fields: Collection[str] | None = None) -> RLlibKey | None:
+    """The entry for RLlib's ``name`` in ``config``'s keys (its slice, then the shared table; None
+    if none); with the config's ``fields``, a ``same`` entry counts only where the config has that key."""
+    algo_names = config.algo_names()
+    return next((key for key in config.rllib_keys() if key.name == name and key.applies_to(algo_names)
                  and (fields is None or key.kind != "same" or key.name in fields)), None)
 
 
-def takes(entry: RLlibKey, fields: Collection[str], algo_names: Collection[str]) -> bool:
-    """Whether a config with ``fields`` and ``algo_names`` takes RLlib's key as ``entry`` says: a
-    ``same`` key where it is a field; any other where the builder finds this entry (the first
-    of the entries for that name that applies)."""
+def takes(entry: RLlibKey, config: type[KeyedConfig]) -> bool:
+    """Whether ``config`` takes RLlib's key as ``entry`` says: a ``same`` key where it is a field;
+    any other where the builder finds this entry (the first of the entries for that name that applies)."""
+    fields = config.field_specs()
     if entry.kind == "same":
         return entry.name in fields
-    return rllib_key(entry.name, algo_names, fields) is entry
+    return rllib_key(entry.name, config, fields) is entry

@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from volley.errors import ConfigError, shown
+from volley.errors import ConfigError, did_you_mean, shown
 
 DUMP = Path(__file__).with_name("rllib_keys.json")
 
@@ -165,6 +165,48 @@ def is_one_of(value: Any, allowed: tuple[Any, ...]) -> bool:
         except (TypeError, ValueError):  # an array compares element by element
             return False
     return any(equal(a) for a in allowed)
+
+
+# -- RLlib's sub-configs as volley keys (the translations' parts) --
+
+
+def check_dict(key: str, value: Any) -> dict:
+    """An RLlib sub-config (``replay_buffer_config``, ``exploration_config``), which must be a dict."""
+    if not isinstance(value, dict):
+        raise ConfigError(f"RLlib's {key} must be a dict, got {shown(value)}")
+    return value
+
+
+def type_name(key: str, value: dict, known: Collection[str], offer: str = "") -> str:
+    """The ``"type"`` of an RLlib sub-config (a name, or a class as RLlib also takes); refused by
+    name, with the close match, unless volley has it (``offer`` says what it has; else ``known``)."""
+    kind = value.get("type")
+    name = kind if isinstance(kind, str) else getattr(kind, "__name__", repr(kind))
+    if name not in known:
+        raise ConfigError(f"RLlib's {key} type {name!r} is not supported by volley"
+                          f"{did_you_mean(name, known)}; volley has {offer or ', '.join(map(repr, known))}")
+    return name
+
+
+def sub_keys(key: str, value: dict, renames: dict[str, str], fixed: dict[str, tuple[Any, ...]]
+             ) -> dict[str, Any]:
+    """An RLlib sub-config's keys as volley keys: ``fixed`` keys are accepted at the values volley has
+    (first: a renamed key may also be fixed at RLlib's unset marker), ``renames`` map onto volley
+    keys; ``"type"`` is the caller's; anything else is refused."""
+    out: dict[str, Any] = {}
+    for sub, item in value.items():
+        if sub in fixed and is_one_of(item, fixed[sub]):  # RLlib's unset marker of a key renamed too
+            continue
+        if sub in renames:
+            out[renames[sub]] = item
+        elif sub in fixed:
+            raise ConfigError(f"RLlib's {key}[{sub!r}]={shown(item)} is not supported by volley "
+                              f"(it takes {' or '.join(map(repr, fixed[sub]))})")
+        elif sub != "type":
+            known = [*renames, *fixed]
+            raise ConfigError(f"RLlib's {key} key {sub!r} is not supported by volley"
+                              f"{did_you_mean(sub, known)}; it takes {', '.join(map(repr, known))}")
+    return out
 
 
 def refused(name: str, groups: tuple[str, ...], why: str, allowed: tuple[Any, ...] = (None, False),

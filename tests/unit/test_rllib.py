@@ -1,6 +1,6 @@
 """RLlib's config keys and config methods, called exactly as RLlib's docs spell them.
 
-Every entry of ``volley.rllib_compat.RLLIB_KEYS`` (the table docs/rllib.md is generated
+Every entry of ``volley.algorithms.rllib_table()`` (the table docs/rllib.md is generated
 from) is set through the builder method it names, for every algorithm that takes it, and
 must do what the table says: reach the volley key, change nothing, or be refused in one
 line that names it.
@@ -24,13 +24,14 @@ from volley import (
     PPOConfig,
     TRPOConfig,
 )
+from volley.algorithms import rllib_table
 from volley.algorithms.ppo.loss import adapt_kl_coeff
 from volley.config import AlgorithmConfig
-from volley.rllib_compat import RLLIB_KEYS, RLlibKey, takes
+from volley.rllib_compat import RLlibKey, takes
 
 CONFIGS = [PPOConfig, TRPOConfig, PGConfig, DQNConfig, ApexDQNConfig, IMPALAConfig, APPOConfig]
-CASES = [(entry, cls) for entry in RLLIB_KEYS for cls in CONFIGS
-         if takes(entry, cls.field_specs(), cls.algo_names())]
+CASES = [(entry, cls) for entry in rllib_table() for cls in CONFIGS
+         if takes(entry, cls)]
 
 
 def set_as_rllib(cls: type[AlgorithmConfig], entry: RLlibKey, value: object) -> AlgorithmConfig:

@@ -63,7 +63,7 @@ def known(cls: type[AlgorithmConfig], key: str) -> bool:
         return True
     if not key.startswith("model.") and (key in cls.field_specs() or key in cls.ALIASES):
         return True
-    return rllib_key(key, cls.algo_names(), cls.field_specs()) is not None
+    return rllib_key(key, cls, cls.field_specs()) is not None
 
 
 def fed(cls: type[AlgorithmConfig], key: str, value: typing.Any) -> AlgorithmConfig:
@@ -89,7 +89,7 @@ def test_every_key_at_rllibs_default_is_accepted_and_any_other_value_named(versi
     cls = volley_config(algo)
     for key, default in items(DUMP[version][algo][stack]):
         config = fed(cls, key, stand_in(default))  # RLlib's own default: always accepted
-        entry = rllib_key(key, cls.algo_names(), cls.field_specs())
+        entry = rllib_key(key, cls, cls.field_specs())
         moved = changed(config)
         # taken (the volley key of that name, or the one its alias names), or translated into the
         # keys its table entry says; "model" for model keys
@@ -349,6 +349,6 @@ def test_no_key_of_the_table_is_named_like_an_unrelated_volley_key():
     """A table entry wins over a volley key of its name, so none may shadow one unless it is that key."""
     for cls in (PPOConfig, DQNConfig, PGConfig):
         for name in [*cls.field_specs(), *cls.ALIASES]:
-            entry = rllib_key(name, cls.algo_names())
+            entry = rllib_key(name, cls)
             assert entry is None or re.fullmatch(r"same|translated", entry.kind) and name in entry.sets \
                 or entry.kind == "same", (cls.__name__, name, entry.kind)

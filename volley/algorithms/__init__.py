@@ -15,6 +15,7 @@ from volley.registry import REGISTRY, RLLIB_NAMES, algorithm_class, config_class
 if TYPE_CHECKING:
     from volley.algorithm import Algorithm
     from volley.config import AlgorithmConfig
+    from volley.rllib_keys import RLlibKey
 
 
 def get_algorithm_class(name: str) -> type[Algorithm]:
@@ -33,6 +34,16 @@ def get_config_class(name: str) -> type[AlgorithmConfig]:
     return config_class(name)
 
 
+def rllib_table() -> list[RLlibKey]:
+    """Every entry of RLlib's keys, once: the shared ones and each registered config's slice (the
+    table docs/rllib.md is generated from and tests/unit/test_rllib.py sets)."""
+    entries: dict[int, RLlibKey] = {}
+    for name in REGISTRY:
+        for entry in config_class(name).rllib_keys():
+            entries.setdefault(id(entry), entry)
+    return list(entries.values())
+
+
 def __getattr__(name: str) -> Any:
     if name == "ALGORITHMS":  # every built-in algorithm class by name, in the registry's order
         return {algo: algorithm_class(algo) for algo in REGISTRY}
@@ -42,4 +53,4 @@ def __getattr__(name: str) -> Any:
     return getattr(importlib.import_module(homes[name]), name)
 
 
-__all__ = ["RLLIB_NAMES", "get_algorithm_class", "get_config_class", "get_trainable_cls", *public_homes()]
+__all__ = ["RLLIB_NAMES", "get_algorithm_class", "get_config_class", "get_trainable_cls", "rllib_table", *public_homes()]

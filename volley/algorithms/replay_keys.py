@@ -13,6 +13,42 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from volley.config import AlgorithmConfig, option
 from volley.errors import ConfigError
 from volley.replay import Prioritization
+from volley.rllib_keys import RLlibKey, check_dict, sub_keys, translated, type_name
+
+REPLAY_BUFFERS = {  # RLlib's buffer types (both stacks) -> volley's prioritized_replay
+    "ReplayBuffer": False, "MultiAgentReplayBuffer": False, "EpisodeReplayBuffer": False,
+    "MultiAgentEpisodeReplayBuffer": False, "PrioritizedReplayBuffer": True,
+    "MultiAgentPrioritizedReplayBuffer": True, "PrioritizedEpisodeReplayBuffer": True,
+    "MultiAgentPrioritizedEpisodeReplayBuffer": True,
+}
+REPLAY_KEYS = {"capacity": "replay_buffer_capacity", "learning_starts": "learning_starts",
+               "prioritized_replay": "prioritized_replay",  # RLlib 2.9's SAC default carries it (-1 elsewhere)
+               "prioritized_replay_alpha": "prioritized_replay_alpha", "alpha": "prioritized_replay_alpha",
+               "prioritized_replay_beta": "prioritized_replay_beta", "beta": "prioritized_replay_beta",
+               "prioritized_replay_eps": "prioritized_replay_eps"}
+REPLAY_FIXED: dict[str, tuple[Any, ...]] = {
+    "storage_unit": ("timesteps",), "replay_sequence_length": (1,), "replay_burn_in": (0,),
+    "replay_zero_init_states": (True,), "no_local_replay_buffer": (True, False),
+    "worker_side_prioritization": (False, True), "replay_mode": ("independent",),
+    "prioritized_replay": (-1,), "replay_buffer_shards_colocated_with_driver": (True, False),
+    "_enable_replay_buffer_api": (True,)}
+
+
+def replay_buffer_config(value: Any, renames: dict[str, str] = REPLAY_KEYS,
+                         fixed: dict[str, tuple[Any, ...]] = REPLAY_FIXED) -> dict[str, Any]:
+    """RLlib's ``replay_buffer_config`` as volley's replay keys: a prioritized ``type`` sets
+    ``prioritized_replay``; ``capacity`` and the α, β, ε of either stack map by name (an algorithm
+    that stores more, R2D2's sequences, passes its own ``renames`` and ``fixed``)."""
+    value = check_dict("replay_buffer_config", value)
+    if "storage_unit" in value:  # RLlib's StorageUnit enum, read by its value
+        value = {**value, "storage_unit": getattr(value["storage_unit"], "value", value["storage_unit"])}
+    out = sub_keys("replay_buffer_config", value, renames, fixed)
+    if "type" in value:
+        kind = type_name("replay_buffer_config", value, REPLAY_BUFFERS, "uniform ('ReplayBuffer') and "
+                         "prioritized ('PrioritizedReplayBuffer') replay, also under RLlib's MultiAgent "
+                         "and Episode names")
+        out["prioritized_replay"] = REPLAY_BUFFERS[kind]
+    return out
 
 
 @dataclass(kw_only=True)
@@ -23,6 +59,17 @@ class ReplayKeys(AlgorithmConfig):
         **AlgorithmConfig.ALIASES,
         "num_steps_sampled_before_learning_starts": "learning_starts",
     }
+    RLLIB_KEYS: ClassVar[tuple[RLlibKey, ...]] = (
+        translated("replay_buffer_config", ("training",), replay_buffer_config,
+                   ("replay_buffer_capacity", "prioritized_replay", "prioritized_replay_alpha",
+                    "prioritized_replay_beta", "prioritized_replay_eps", "learning_starts"),
+                   "a prioritized `type` sets `prioritized_replay`; `capacity` → `replay_buffer_capacity`; "
+                   "`prioritized_replay_alpha`/`alpha`, `_beta`/`beta`, `_eps` → `prioritized_replay_*`; "
+                   "other types and keys refused by name",
+                   example={"type": "MultiAgentPrioritizedReplayBuffer", "capacity": 50_000,
+                            "prioritized_replay_alpha": 0.5, "prioritized_replay_beta": 0.5,
+                            "prioritized_replay_eps": 1e-6}),
+    )
 
     replay_buffer_capacity: int = option(100_000, "training", "transitions the replay buffer keeps")
     prioritized_replay: bool = option(

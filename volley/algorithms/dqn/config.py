@@ -8,9 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
+from volley.algorithms.dqn.keys import APEX_DQN_KEYS, DQN_KEYS
 from volley.algorithms.replay_keys import ApexKeys, ReplayKeys
 from volley.config import ModelConfig, NetworkKind, option
 from volley.errors import ConfigError
+from volley.rllib_keys import RLlibKey
 from volley.schedules import Schedulable
 
 
@@ -30,6 +32,7 @@ class DQNConfig(ReplayKeys):
 
     ALIASES: ClassVar[dict[str, str]] = {**ReplayKeys.ALIASES, "target_network_update_freq": "target_update_freq"}
     algo_name: ClassVar[str] = "dqn"
+    RLLIB_KEYS: ClassVar[tuple[RLlibKey, ...]] = DQN_KEYS
 
     num_envs_per_worker: int = option(8, "rollouts", "environments each worker steps as one vector")
     gamma: float = option(0.98, "training", "discount factor")
@@ -118,6 +121,7 @@ class ApexDQNConfig(ApexKeys, DQNConfig):
     """
 
     algo_name: ClassVar[str] = "apex_dqn"
+    RLLIB_KEYS: ClassVar[tuple[RLlibKey, ...]] = APEX_DQN_KEYS
 
     n_step: int = option(3, "training", "rewards summed before bootstrapping (cut at episode ends)")
     prioritized_replay: bool = option(

@@ -10,8 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
+from volley.algorithms.impala.keys import APPO_KEYS, IMPALA_KEYS
 from volley.config import AlgorithmConfig, option
 from volley.errors import ConfigError
+from volley.rllib_keys import RLlibKey
 from volley.schedules import Schedulable, check_schedulable
 
 
@@ -32,6 +34,7 @@ class IMPALAConfig(AlgorithmConfig):
         "max_requests_in_flight_per_env_runner": "max_requests_in_flight_per_sampler_worker",
     }
     algo_name: ClassVar[str] = "impala"
+    RLLIB_KEYS: ClassVar[tuple[RLlibKey, ...]] = IMPALA_KEYS
 
     rollout_fragment_length: int | Literal["auto"] = option(
         50, "rollouts", "steps per environment in each fragment a worker sends; 'auto' divides "
@@ -118,6 +121,7 @@ class APPOConfig(IMPALAConfig):
     """
 
     algo_name: ClassVar[str] = "appo"
+    RLLIB_KEYS: ClassVar[tuple[RLlibKey, ...]] = APPO_KEYS
 
     clip_param: float = option(0.4, "training", "the surrogate's ratio clip epsilon")
     use_kl_loss: bool = option(False, "training", "add kl_coeff x KL(target ‖ learner) to the loss")

@@ -6,8 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from volley.algorithms.ppo.keys import PPO_KEYS
 from volley.config import AlgorithmConfig, option
 from volley.errors import ConfigError
+from volley.rllib_keys import RLlibKey
 from volley.schedules import Schedulable, check_schedulable
 
 
@@ -31,6 +33,7 @@ class PPOConfig(AlgorithmConfig):
         "lambda": "gae_lambda",
     }
     algo_name: ClassVar[str] = "ppo"
+    RLLIB_KEYS: ClassVar[tuple[RLlibKey, ...]] = PPO_KEYS
 
     gamma: float = option(0.98, "training", "discount factor")
     lr: Schedulable = option(2e-3, "training", "learning rate, or [[timestep, lr], ...] (RLlib's schedule)")

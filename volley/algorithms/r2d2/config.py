@@ -5,12 +5,22 @@ Torch-free, as every algorithm's config module.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from volley.algorithms.dqn.config import DQNConfig
+from volley.algorithms.replay_keys import REPLAY_FIXED, REPLAY_KEYS, replay_buffer_config
 from volley.config import ModelConfig, NetworkKind, option
 from volley.errors import ConfigError
+from volley.rllib_keys import RLlibKey, translated
+
+# R2D2's buffer holds sequences (RLlib's StorageUnit.SEQUENCES), with their burn-in
+R2D2_REPLAY_KEYS = {**REPLAY_KEYS, "replay_burn_in": "replay_burn_in", "zero_init_states": "zero_init_states",
+                    "replay_zero_init_states": "zero_init_states"}
+R2D2_REPLAY_FIXED: dict[str, tuple[Any, ...]] = {
+    **{k: v for k, v in REPLAY_FIXED.items() if k not in R2D2_REPLAY_KEYS},
+    "storage_unit": ("sequences",), "replay_sequence_length": (-1, None)}
 
 
 @dataclass(kw_only=True)
@@ -23,6 +33,16 @@ class R2D2Config(DQNConfig):
     docs/algorithms/r2d2.md); RLlib's own (lr 1e-4, gamma 0.997) are the paper's Atari ones."""
 
     algo_name: ClassVar[str] = "r2d2"
+    RLLIB_KEYS: ClassVar[tuple[RLlibKey, ...]] = (
+        translated("replay_buffer_config", ("training",),
+                   functools.partial(replay_buffer_config, renames=R2D2_REPLAY_KEYS, fixed=R2D2_REPLAY_FIXED),
+                   ("replay_buffer_capacity", "prioritized_replay", "prioritized_replay_alpha", "learning_starts",
+                    "replay_burn_in", "zero_init_states"),
+                   "as DQN's, the buffer of sequences (`storage_unit` 'sequences'), and `replay_burn_in`, "
+                   "`zero_init_states` → R2D2's keys", example={"type": "MultiAgentPrioritizedReplayBuffer",
+                                                                "storage_unit": "sequences", "replay_burn_in": 20,
+                                                                "zero_init_states": True}),
+    )
 
     replay_buffer_capacity: int = option(5_000, "training", "sequences the replay buffer keeps")
     learning_starts: int = option(1000, "training", "environment steps sampled before the first update")

@@ -11,8 +11,10 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from volley.algorithms.replay_keys import ApexKeys, ReplayKeys
+from volley.algorithms.sac.keys import APEX_SAC_KEYS, SAC_KEYS
 from volley.config import ModelConfig, NetworkKind, RolloutPlan, option
 from volley.errors import ConfigError, shown
+from volley.rllib_keys import RLlibKey
 from volley.schedules import Schedulable
 
 SAC_NETWORK = ModelConfig(fcnet_hiddens=[256, 256], fcnet_activation="relu")  # RLlib's and SB3's
@@ -55,6 +57,7 @@ class SACConfig(ReplayKeys):
         "train_freq": "rollout_fragment_length", "learning_rate": "lr", "ent_coef": ent_coef,
     }
     algo_name: ClassVar[str] = "sac"
+    RLLIB_KEYS: ClassVar[tuple[RLlibKey, ...]] = SAC_KEYS
 
     normalize_actions: bool = option(
         True, "environment", "the squashed policy acts in [-1, 1], rescaled to the action space's bounds "
@@ -226,6 +229,7 @@ class ApexSACConfig(ApexKeys, SACConfig):
     """
 
     algo_name: ClassVar[str] = "apex_sac"
+    RLLIB_KEYS: ClassVar[tuple[RLlibKey, ...]] = APEX_SAC_KEYS
 
     num_workers: int | Literal["auto"] = option(
         "auto", "rollouts", "acting workers, one CPU each; 'auto' is the CPU count")
