@@ -41,7 +41,7 @@ def test_a_ray_script_taking_its_registries_from_volley_gets_volleys_algorithm_f
 def experiment(config: dict[str, typing.Any]) -> None:
     """custom_experiment.py's function trainable: ``PPO(config=d)`` from the trial's dict, trained,
     then a second one with ``num_workers=0`` whose local worker's environment is stepped."""
-    iterations = config.pop("train-iterations")
+    iterations = config.pop("iterations")  # the script's "train-iterations" (its warning is test_rllib_leniency's)
     algo = PPO(config=config)
     for _ in range(iterations):
         result = algo.train()
@@ -64,7 +64,7 @@ def test_a_tune_function_trial_builds_ppo_within_its_request_and_steps_the_local
     ship_by_value(experiment)  # this test module is not importable in Ray's workers
     config = PPOConfig().environment("CartPole-v1").training(
         train_batch_size=64, minibatch_size=32, num_sgd_iter=1).to_dict()
-    config["train-iterations"] = 2
+    config["iterations"] = 2
     request = PPO.default_resource_request(config)
     assert request.bundles == [{"CPU": 1.0}]
     grid = tune.Tuner(tune.with_resources(experiment, request), param_space=config,
