@@ -79,8 +79,10 @@ def test_driver_env_is_the_one_evaluate_plays(tmp_path):
     assert (stats["episode_reward_mean"], stats["episode_len_mean"]) == (total, steps)
 
 
-def test_driver_env_needs_the_option():
-    config = PPOConfig().update(env="CartPole-v1", engine="local", num_workers=0)
+def test_driver_env_needs_the_option_where_workers_sample():
+    """As RLlib's local worker: the driver has an environment when it samples (num_workers=0),
+    else only with create_env_on_driver."""
+    config = PPOConfig().update(env="CartPole-v1", engine="local", num_workers=1)
     with config.build() as algo, pytest.raises(ConfigError, match="create_env_on_driver=True"):
         _ = algo.env
 
