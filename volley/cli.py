@@ -442,6 +442,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # a second Ctrl-C while the final checkpoint was being written
         print(f"volley {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (`volley presets | head`): no traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's exit flush stays quiet
+        return 141  # what a shell reports for a command ended by SIGPIPE
     finally:
         from volley.engines import ray_boot
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import zipfile
@@ -136,3 +137,14 @@ def test_a_run_stopped_far_below_its_preset_s_steps_says_so(tmp_path, capsys):
     assert short_run_hint("SAC", "Pendulum-v1", int(0.75 * recorded)) is None
     assert "5,200" in short_run_hint("SAC", "Pendulum-v1", int(0.75 * recorded) - 1)
     assert "'ppo-pong'" in short_run_hint("PPO", "CartPole-v1", 1000, preset="ppo-pong")  # --preset's own
+
+
+def test_a_reader_that_goes_away_ends_the_listing_without_a_traceback():
+    """`volley presets | head -1`: the reader closes the pipe; volley stops quietly with SIGPIPE's
+    status. The pipe's read end is closed before volley starts, so its first write finds it gone."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    listing = subprocess.run([sys.executable, "-m", "volley", "presets"], stdout=write_end,
+                             stderr=subprocess.PIPE, text=True, timeout=60)
+    os.close(write_end)
+    assert listing.returncode == 141 and listing.stderr == "", listing.stderr
