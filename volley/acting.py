@@ -21,10 +21,10 @@ import numpy as np
 from volley.config import ModelConfig, NetworkKind
 from volley.errors import VolleyError
 from volley.heads import RandomStreams
+from volley.network_spec import NetworkSpec
 from volley.networks.numpy_layers import Acting, Previous, Shapes, State, Twin
 from volley.networks.registry import twin_kind
 from volley.observations import ObsMask
-from volley.policy_spec import PolicySpec
 from volley.spaces import action_layout
 
 
@@ -64,9 +64,9 @@ class NumpyActor:
         self._twin: Twin | None = None
 
     @classmethod
-    def of(cls, spec: PolicySpec) -> NumpyActor | None:
+    def of(cls, spec: NetworkSpec) -> NumpyActor | None:
         """The numpy twin of the network ``spec`` (bound to its spaces) describes; None where it has
-        none (:attr:`PolicySpec.acts_in_numpy`)."""
+        none (:attr:`NetworkSpec.acts_in_numpy`)."""
         if not spec.acts_in_numpy:
             return None
         observation = spec.observation

@@ -190,7 +190,7 @@ def sampling_worker(env: str, num_envs: int, overrides: dict[str, Any],
     worker = RolloutWorker(config, 0, PPO.postprocess, plan=plan)
     # the learner's weights, built apart: the worker acts as a Ray worker does (an MLP in numpy,
     # its torch network never built)
-    weights = build_network(worker.policy_spec).get_flat_weights()
+    weights = build_network(worker.network_spec).get_flat_weights()
     return worker, weights, plan.fragment_length * num_envs
 
 

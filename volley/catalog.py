@@ -1,7 +1,7 @@
 """The catalog: (observation space, action space, model config) → a network behind one interface.
 
 :func:`build_network` is the one place a network is made, for the learner and for every worker,
-from a :class:`volley.policy_spec.PolicySpec`: volley's own MLP or Nature CNN (:mod:`volley.models`; an MLP acts through its numpy twin),
+from a :class:`volley.network_spec.NetworkSpec`: volley's own MLP or Nature CNN (:mod:`volley.models`; an MLP acts through its numpy twin),
 either with an LSTM on it (``use_lstm``, :mod:`volley.recurrent`), or a user's custom model
 (:mod:`volley.modelv2`, RLlib's ``ModelV2`` protocol; it acts in numpy where it traces,
 :mod:`volley.traced`, else in torch).
@@ -37,8 +37,8 @@ from volley.modelv2 import (
     model_observation_space,
 )
 from volley.named import CUSTOM_ACTION_DISTS, CUSTOM_MODELS, NamedObjects, has_methods
+from volley.network_spec import NetworkSpec
 from volley.observations import ObsMask, ObsPreprocessor
-from volley.policy_spec import PolicySpec
 from volley.recurrent import LSTMActorCritic, LSTMQNetwork
 
 
@@ -161,13 +161,13 @@ def build_policy(obs_space: gym.Space, action_space: gym.Space, model: ModelConf
     """The observation layout and the network for a pair of spaces and a model config, as
     :func:`build_network` builds them (``model_class``, ``action_dist_class``: the classes of
     ``model.custom_model`` and ``model.custom_action_dist``; None: found by name in this process)."""
-    spec = PolicySpec.for_model(model, network, head_hiddens, action_mask_key)
+    spec = NetworkSpec.for_model(model, network, head_hiddens, action_mask_key)
     spec = replace(spec, model_class=model_class or spec.model_class,
                    action_dist_class=action_dist_class or spec.action_dist_class).with_spaces(obs_space, action_space)
     return spec.observation, build_network(spec)
 
 
-def build_network(spec: PolicySpec) -> Policy:
+def build_network(spec: NetworkSpec) -> Policy:
     """The network ``spec`` (bound to its spaces) describes; a clear error for spaces or classes it
     cannot take. Its observation layout (``spec.observation``) says which columns it reads; a Dict
     observation holding ``spec.action_mask_key`` masks the actions

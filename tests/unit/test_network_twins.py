@@ -1,5 +1,5 @@
 """Each network kind's numpy twin (what a rollout worker acts with) against its torch network (what
-the learner trains), both made from one :class:`PolicySpec`: on random observations, states and
+the learner trains), both made from one :class:`NetworkSpec`: on random observations, states and
 weights, the twin's distribution inputs, values, recurrent state and log-probabilities are the
 torch network's. The kinds without a twin (the CNN, a custom model) say so through the spec."""
 
@@ -17,8 +17,8 @@ from volley.acting import NumpyActor
 from volley.catalog import build_network
 from volley.config import NetworkKind
 from volley.modelv2 import FullyConnectedNetwork
+from volley.network_spec import NetworkSpec
 from volley.networks.registry import TWIN_KINDS, twin_kind
-from volley.policy_spec import PolicySpec
 from volley.rollout.streams import EnvStreams
 
 Box, Discrete, Dict = gym.spaces.Box, gym.spaces.Discrete, gym.spaces.Dict
@@ -50,7 +50,7 @@ def test_every_registered_kind_is_held_to_its_torch_network():
     assert covered == {id(kind) for kind in TWIN_KINDS.values()}
 
 
-def random_observations(spec: PolicySpec, rows: int, rng: np.random.Generator) -> np.ndarray:
+def random_observations(spec: NetworkSpec, rows: int, rng: np.random.Generator) -> np.ndarray:
     """Filtered observations as a worker feeds them: normal columns, and 0/1 action-mask columns
     (at least one action allowed per row) where the layout has a mask."""
     obs = rng.normal(size=(rows, *spec.observation.shape)).astype(np.float32)
@@ -66,7 +66,7 @@ def random_observations(spec: PolicySpec, rows: int, rng: np.random.Generator) -
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_each_numpy_twin_is_its_torch_network(kind, seed):
     obs_space, action_space, model, network, head_hiddens = KINDS[kind]
-    spec = PolicySpec.for_model(model, network, head_hiddens).with_spaces(obs_space, action_space)
+    spec = NetworkSpec.for_model(model, network, head_hiddens).with_spaces(obs_space, action_space)
     assert spec.acts_in_numpy
     torch.manual_seed(seed)
     policy = build_network(spec)
@@ -104,8 +104,8 @@ def test_each_numpy_twin_is_its_torch_network(kind, seed):
 def test_the_networks_without_a_twin_say_so_through_the_spec():
     """The Nature CNN and a custom model act in torch (a custom model in numpy only where it traces,
     through its own twin): the spec gives them no numpy actor."""
-    images = PolicySpec(ModelConfig()).with_spaces(Box(0, 255, (4, 84, 84), np.uint8), Discrete(3))
-    custom = dataclasses.replace(PolicySpec(ModelConfig(custom_model="fcnet")), model_class=FullyConnectedNetwork)
+    images = NetworkSpec(ModelConfig()).with_spaces(Box(0, 255, (4, 84, 84), np.uint8), Discrete(3))
+    custom = dataclasses.replace(NetworkSpec(ModelConfig(custom_model="fcnet")), model_class=FullyConnectedNetwork)
     custom = custom.with_spaces(VECTOR, Discrete(3))
     for spec in (images, custom):
         assert not spec.acts_in_numpy

@@ -21,7 +21,7 @@ from volley.callbacks import DefaultCallbacks, callbacks_class_of
 from volley.config import AlgorithmConfig, RolloutPlan
 from volley.envs import EnvCreator
 from volley.errors import ConfigError
-from volley.policy_spec import PolicySpec
+from volley.network_spec import NetworkSpec
 from volley.replay import Prioritization
 from volley.rollout.batch import Batch
 from volley.rollout.filters import FilterStats
@@ -59,19 +59,19 @@ class WorkerRecipe:
     # the policy, resolved where the recipe is made (the driver, every MPI rank): its classes (a
     # custom model, a custom action distribution) travel to Ray workers with the recipe, as the
     # environment creator does. Default: the one the config describes
-    policy_spec: PolicySpec | None = None
+    network_spec: NetworkSpec | None = None
 
     def __post_init__(self) -> None:
         if self.callbacks_class is None:
             object.__setattr__(self, "callbacks_class", callbacks_class_of(self.config.callbacks_class))
-        if self.policy_spec is None:
-            object.__setattr__(self, "policy_spec", PolicySpec.of(self.config))
+        if self.network_spec is None:
+            object.__setattr__(self, "network_spec", NetworkSpec.of(self.config))
 
     def build(self, index: int, slot: int | None = None) -> RolloutWorker:
         """Worker ``index``; ``slot`` (default ``index``) picks its environments' seeds."""
         return RolloutWorker(self.config, index, self.postprocess, self.env_creator,
                              seed_offset=self.seed_offset, plan=self.plan, slot=slot,
-                             policy_spec=self.policy_spec, callbacks_class=self.callbacks_class)
+                             network_spec=self.network_spec, callbacks_class=self.callbacks_class)
 
 
 class WorkerGroup(ABC):

@@ -67,7 +67,7 @@ def ship_recipe(recipe: WorkerRecipe) -> None:
     """Make the user's code a recipe holds (environment creator, custom model and action distribution
     classes, callbacks classes) reach Ray's workers; a ConfigError naming it if it cannot be pickled (a lock or an open
     file among a class's attributes), before any actor starts."""
-    spec = recipe.policy_spec
+    spec = recipe.network_spec
     assert spec is not None  # resolved with the recipe
     for what, user_object in (("environment creator", recipe.env_creator), ("custom model", spec.model_class),
                               ("custom action dist", spec.action_dist_class)):

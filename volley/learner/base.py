@@ -30,8 +30,8 @@ from volley.envs import EnvCreator, check_env_id, registered_creator
 from volley.errors import ConfigError
 from volley.models import Policy
 from volley.modelv2 import adds_custom_loss
+from volley.network_spec import NetworkSpec
 from volley.optim import Optimizer
-from volley.policy_spec import PolicySpec
 from volley.rollout.filters import RunningStats, make_filter
 from volley.rollout.worker import RolloutWorker
 
@@ -103,9 +103,9 @@ class LearnerBase(ABC):
         # of a process (torch's default threads) and later ones (the learner's) would differ
         torch.set_num_threads(1)
         # the policy the workers were sent, bound to their spaces
-        self.policy_spec = PolicySpec.of(config).with_spaces(self.observation_space, self.action_space)
-        self.preprocess = self.policy_spec.observation
-        self.policy = build_network(self.policy_spec).to(self.device)
+        self.network_spec = NetworkSpec.of(config).with_spaces(self.observation_space, self.action_space)
+        self.preprocess = self.network_spec.observation
+        self.policy = build_network(self.network_spec).to(self.device)
         if adds_custom_loss(self.policy) and not self.adds_custom_loss:
             raise ConfigError(f"the custom model overrides custom_loss(), which {type(self).__name__} does not "
                               "add to its loss (PPO and PG do); train it with one of those, or drop custom_loss()")
@@ -209,7 +209,7 @@ class LearnerBase(ABC):
             self._driver_worker = RolloutWorker(
                 self.config.evaluation_settings(), 0, type(self).postprocess,
                 registered_creator(self.config.env), num_envs=1, seed_offset=EVAL_SEED_OFFSET,
-                render_mode="rgb_array", plan=self.workers.plan, policy_spec=self.policy_spec)
+                render_mode="rgb_array", plan=self.workers.plan, network_spec=self.network_spec)
         return self._driver_worker
 
     @property

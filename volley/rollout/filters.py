@@ -144,7 +144,7 @@ class NoFilter:
 
 def make_filter(name: str, observation: ObsPreprocessor) -> MeanStdFilter | NoFilter:
     """The filter named by ``config.observation_filter`` over the columns of ``observation`` (a
-    :class:`volley.policy_spec.PolicySpec`'s layout), its action mask left as it is."""
+    :class:`volley.network_spec.NetworkSpec`'s layout), its action mask left as it is."""
     if name != "MeanStdFilter":
         return NoFilter()
     return MeanStdFilter(observation.shape, unfiltered=None if observation.mask is None else observation.mask.mask)

@@ -23,8 +23,8 @@ from volley.acting import NumpyActor, zero_actions
 from volley.callbacks import EPISODE_HOOKS, DefaultCallbacks, EnvContext, EpisodeRecord, Hooks
 from volley.config import AlgorithmConfig, RolloutPlan
 from volley.envs import EnvCreator, check_normalizable, make_vector_env
+from volley.network_spec import NetworkSpec
 from volley.networks.numpy_layers import Acting, Previous, State
-from volley.policy_spec import PolicySpec
 from volley.rollout.advantages import bootstrap_ends
 from volley.rollout.batch import Batch
 from volley.rollout.episodes import EpisodeTracker, each_env, sub_environments_created
@@ -60,12 +60,12 @@ class RolloutWorker(StepLoop):
     def __init__(self, config: AlgorithmConfig, worker_index: int, postprocess: Postprocess,
                  env_creator: EnvCreator | None = None, num_envs: int | None = None,
                  seed_offset: int = 0, render_mode: str | None = None, *, plan: RolloutPlan,
-                 slot: int | None = None, policy_spec: PolicySpec | None = None,
+                 slot: int | None = None, network_spec: NetworkSpec | None = None,
                  callbacks_class: type[DefaultCallbacks] | None = None) -> None:
         """``plan`` holds the sizes the driver resolved (never resolved again here). ``slot`` is
         this worker's place among all workers ever created (default ``worker_index``): a
         replacement gets a new one, so its environments ``slot·N … slot·N + N − 1`` take seeds
-        no other environment had. ``policy_spec`` is the policy the driver resolved, its classes with it (the
+        no other environment had. ``network_spec`` is the policy the driver resolved, its classes with it (the
         recipe brings it; None: resolved from ``config`` in this process), bound here to the
         environment's spaces; ``callbacks_class`` the one ``config`` names (found in this process
         when not given)."""
@@ -79,22 +79,22 @@ class RolloutWorker(StepLoop):
         self.fragment_length = plan.fragment_length
         self.env_creator = env_creator
         self.render_mode = render_mode
-        self.policy_spec = policy_spec or PolicySpec.of(config)  # bound to the spaces below, once the environment exists
+        self.network_spec = network_spec or NetworkSpec.of(config)  # bound to the spaces below, once the environment exists
         self.env = self._make_env()
         first = seed_offset + (worker_index if slot is None else slot) * self.num_envs
         self.env_indices = list(range(first, first + self.num_envs))
         self.streams = EnvStreams(config.seed, self.env_indices)
         self.observation_space = self.env.single_observation_space
         self.action_space = self.env.single_action_space
-        self.policy_spec = self.policy_spec.with_spaces(self.observation_space, self.action_space)
+        self.network_spec = self.network_spec.with_spaces(self.observation_space, self.action_space)
         # the observation's columns, an action mask among them (a Dict observation's action_mask_key)
-        self.preprocess = self.policy_spec.observation
+        self.preprocess = self.network_spec.observation
         # volley's MLP acts in numpy; the torch network is built only when something needs it (a
         # CNN's or a custom model's forward pass, a custom distribution's draw, an algorithm's
         # worker-side function), so a worker that only acts through an MLP never imports torch: a
         # second less to start each Ray worker. Built before the check of normalize_actions, so that
         # a network that cannot act in this action space says so (SAC's needs a bounded float Box).
-        self.actor = NumpyActor.of(self.policy_spec)
+        self.actor = NumpyActor.of(self.network_spec)
         self._mask_layout = None if self.preprocess.mask is None else action_layout(self.action_space)
         if config.normalize_actions:
             check_normalizable(self.action_space, config.env)
@@ -130,7 +130,7 @@ class RolloutWorker(StepLoop):
                                creator=self.env_creator,
                                atari_preprocessing=self.config.atari_preprocessing,
                                render_mode=self.render_mode, vectorize_mode=self.config.vectorize_mode,
-                               action_mask_key=self.policy_spec.action_mask_key, horizon=self.config.horizon,
+                               action_mask_key=self.network_spec.action_mask_key, horizon=self.config.horizon,
                                dim=self.config.model.dim)
 
     @property
@@ -142,7 +142,7 @@ class RolloutWorker(StepLoop):
         if self._policy is None:
             from volley.catalog import build_network
 
-            self._policy = build_network(self.policy_spec)
+            self._policy = build_network(self.network_spec)
             self._policy.eval()  # acting, as RLlib's workers act: no dropout, batch-norm statistics fixed
             if self._weights is not None:
                 self._policy.set_flat_weights(self._weights)

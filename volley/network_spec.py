@@ -1,16 +1,16 @@
-"""What a policy is, resolved once: :class:`PolicySpec`.
+"""What a policy's network is, resolved once: :class:`NetworkSpec`.
 
 The spaces, the model config, the network kind (and a Q-network's head layers), the classes a
 config names by string (a custom model, a custom action distribution) and the observation layout
 (where an action mask sits among the columns) are one value. The driver resolves the config's
-part (:meth:`PolicySpec.of`: the classes are looked up here and nowhere else) and ships it to
+part (:meth:`NetworkSpec.of`: the classes are looked up here and nowhere else) and ships it to
 the workers in their recipe; whoever holds an environment binds its spaces
-(:meth:`PolicySpec.with_spaces`), as RLlib's ``PolicySpec`` leaves spaces to be inferred from the
+(:meth:`NetworkSpec.with_spaces`), as RLlib's ``PolicySpec`` leaves spaces to be inferred from the
 environment. Filters, networks (:func:`volley.catalog.build_network`, the numpy twin) and workers
 read it; nobody assembles the bundle again.
 
-A run holds one spec per policy: single-agent training is the map ``{policy id: spec}`` with one
-entry, so multi-agent training adds entries, not arguments.
+A run holds one spec per learned policy: single-agent training has one; multi-agent training
+(:mod:`volley.policies`) one per policy id, each from that policy's own config.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from volley.observations import ObsPreprocessor, find_action_mask
 
 
 @dataclass(frozen=True)
-class PolicySpec:
+class NetworkSpec:
     """One policy's network and observation layout; picklable (it travels in a worker's recipe)."""
 
     model: ModelConfig
@@ -42,20 +42,20 @@ class PolicySpec:
     action_space: gym.Space | None = None
 
     @classmethod
-    def of(cls, config: AlgorithmConfig) -> PolicySpec:
+    def of(cls, config: AlgorithmConfig) -> NetworkSpec:
         """The spec ``config`` describes, its classes found in this process (the driver's)."""
         return cls.for_model(config.model, config.network, config.head_hiddens, config.action_mask_key)
 
     @classmethod
     def for_model(cls, model: ModelConfig, network: NetworkKind = "actor_critic", head_hiddens: Sequence[int] = (),
-                  action_mask_key: str = "action_mask") -> PolicySpec:
+                  action_mask_key: str = "action_mask") -> NetworkSpec:
         """The spec of ``model`` and a network kind, its classes found in this process."""
         custom, dist = model.custom_model, model.custom_action_dist
         return cls(model, network, tuple(head_hiddens), action_mask_key,
                    CUSTOM_MODELS.find(custom) if custom is not None else None,
                    CUSTOM_ACTION_DISTS.find(dist) if dist is not None else None)
 
-    def with_spaces(self, observation_space: gym.Space, action_space: gym.Space) -> PolicySpec:
+    def with_spaces(self, observation_space: gym.Space, action_space: gym.Space) -> NetworkSpec:
         """This spec bound to one environment's spaces."""
         return replace(self, observation_space=observation_space, action_space=action_space)
 
@@ -63,7 +63,7 @@ class PolicySpec:
     def spaces(self) -> tuple[gym.Space, gym.Space]:
         """The observation and action spaces (bound: :meth:`with_spaces`)."""
         assert self.observation_space is not None and self.action_space is not None, \
-            "PolicySpec.with_spaces() binds the spaces before a network or a layout is made"
+            "NetworkSpec.with_spaces() binds the spaces before a network or a layout is made"
         return self.observation_space, self.action_space
 
     @cached_property
