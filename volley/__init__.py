@@ -35,6 +35,12 @@ if TYPE_CHECKING:
         TorchModelV2,
         add_time_dimension,
     )
+    from volley.multi_agent_env import (
+        MultiAgentEnv,
+        ParallelPettingZooEnv,
+        PettingZooEnv,
+        make_multi_agent,
+    )
 
 _HOMES = {
     "Algorithm": "volley.algorithm", "AlgorithmConfig": "volley.config", "ModelConfig": "volley.config",
@@ -48,6 +54,8 @@ _HOMES = {
     **dict.fromkeys(["CallbackError", "CheckpointError", "ConfigError", "EnvError", "VolleyError"], "volley.errors"),
     **dict.fromkeys(["DefaultCallbacks", "Episode", "RLlibCallback", "make_multi_callbacks"], "volley.callbacks"),
     "get_trainable_cls": "volley.algorithms",
+    **dict.fromkeys(["MultiAgentEnv", "ParallelPettingZooEnv", "PettingZooEnv", "make_multi_agent"],
+                    "volley.multi_agent_env"),
     **public_homes(),
 }
 
@@ -76,4 +84,5 @@ __all__ = ["ActionDistribution", "Algorithm", "AlgorithmConfig", "CallbackError"
            "RLlibCallback", "RecurrentNetwork", "TaskSettableEnv", "TaskType", "TorchCategorical", "TorchDiagGaussian",
            "TorchDistributionWrapper", "TorchModelV2", "VolleyError", "__version__", "add_time_dimension",
            "collect_episodes", "get_trainable_cls", "make_multi_callbacks", "register_env", "summarize_episodes"]
+__all__ += ["MultiAgentEnv", "ParallelPettingZooEnv", "PettingZooEnv", "make_multi_agent"]
 __all__ += public_homes()  # the algorithms' names, from the registry

@@ -1,0 +1,463 @@
+"""Multi-agent environments: RLlib's ``MultiAgentEnv`` protocol, ``make_multi_agent`` and PettingZoo.
+
+A multi-agent environment's ``reset()`` and ``step(action_dict)`` speak in dicts keyed by agent
+id: observations only for the agents that act next (all of them, or one in a turn-based game),
+rewards that may come for agents that do not act, and ``terminateds`` / ``truncateds`` whose
+``"__all__"`` ends the episode (RLlib 2.9's ``rllib/env/multi_agent_env.py``, issue 46). The
+environments here set it as RLlib's ``make_multi_agent`` does: terminated once the episode is over
+for every agent, however it ended, and truncated as well where every agent was truncated; whether
+to bootstrap an agent is read from its own flags.
+
+Environments enter in three ways, and the rest of volley reads them through the functions at the
+end of this module, never through one base class: volley's :class:`MultiAgentEnv`, RLlib's own
+(an example script's environment subclasses ``ray.rllib.env.multi_agent_env.MultiAgentEnv``; it
+is recognised without importing Ray), and PettingZoo's games through :class:`PettingZooEnv`
+(turn-based) and :class:`ParallelPettingZooEnv`. Each agent's spaces are declared in one of
+four forms, old API and new; :func:`agent_spaces` resolves them all.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Container
+from typing import Any, Literal
+
+import gymnasium as gym
+import numpy as np
+
+from volley.envs import check_env_id, registered_creator
+from volley.errors import ConfigError, EnvError, VolleyError, shown
+
+ENV_STATE = "state"  # RLlib's key for a global state in a Dict observation (its centralized critic example)
+
+# The modules whose class ``MultiAgentEnv`` marks an environment as multi-agent: volley's, and
+# RLlib's, which is only ever read by name so that nothing here imports Ray
+_BASE_MODULES = frozenset({__name__, "ray.rllib.env.multi_agent_env"})
+_PETTINGZOO_BASES = frozenset({"pettingzoo.utils.env"})  # where AECEnv and ParallelEnv live
+
+SpaceKind = Literal["observation", "action"]
+AgentDict = dict[Any, Any]  # agent id -> an observation, reward, flag, info or action
+# observations, rewards, terminateds, truncateds, infos
+StepResult = tuple[AgentDict, AgentDict, AgentDict, AgentDict, AgentDict]
+
+
+class MultiAgentEnv(gym.Env):
+    """An environment that hosts several agents, each with an id, as RLlib's ``MultiAgentEnv``.
+
+    A subclass sets its agents and their spaces in ``__init__``, before or after calling
+    ``super().__init__()``, in any of RLlib's forms: ``possible_agents`` or ``_agent_ids``;
+    ``observation_spaces`` / ``action_spaces`` dicts, or ``observation_space`` / ``action_space``
+    as a ``gym.spaces.Dict`` keyed by agent id, or one space that every agent has; or it
+    overrides :meth:`get_observation_space` / :meth:`get_action_space`.
+    """
+
+    observation_spaces: dict[Any, gym.Space] | None
+    action_spaces: dict[Any, gym.Space] | None
+    possible_agents: list[Any]  # every agent that may ever appear
+    agents: list[Any]  # the agents alive now (RLlib's example envs keep other things under this name)
+
+    def __init__(self) -> None:
+        super().__init__()
+        # what a subclass set before calling us stays, as in RLlib
+        for name in ("observation_space", "action_space", "observation_spaces", "action_spaces"):
+            if not hasattr(self, name):
+                setattr(self, name, None)
+        for name in ("possible_agents", "agents"):
+            if not hasattr(self, name):
+                setattr(self, name, [])
+        if not hasattr(self, "_agent_ids"):
+            self._agent_ids: set[Any] = set()
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[AgentDict, AgentDict]:
+        """The first observations of the agents that act first, and their infos.
+
+        Here it only seeds ``self.np_random``: subclasses call it for that (RLlib's do) and
+        return their own observations.
+        """
+        super().reset(seed=seed, options=options)
+        return {}, {}
+
+    # dicts of every agent where gymnasium's Env has one agent's values: an incompatible override by design
+    def step(self, action_dict: AgentDict) -> StepResult:  # type: ignore[override]
+        """Act with ``action_dict`` (agent id -> action): observations of the agents that act next,
+        rewards, ``terminateds`` and ``truncateds`` (each with ``"__all__"``) and infos."""
+        raise NotImplementedError
+
+    def render(self) -> Any:
+        """A frame of the environment, or None (the default renders nothing)."""
+        return None
+
+    def get_agent_ids(self) -> set[Any]:
+        """Every agent's id (RLlib's old API; ``possible_agents`` in its new one)."""
+        return set(possible_agent_ids(self))
+
+    def get_observation_space(self, agent_id: Any) -> gym.Space:
+        """The observation space of agent ``agent_id`` (an EnvError if it has none)."""
+        return _declared_space(self, "observation", agent_id)
+
+    def get_action_space(self, agent_id: Any) -> gym.Space:
+        """The action space of agent ``agent_id`` (an EnvError if it has none)."""
+        return _declared_space(self, "action", agent_id)
+
+    def observation_space_contains(self, x: dict[Any, Any]) -> bool:
+        """Whether each agent's observation in ``x`` lies in that agent's space."""
+        return _contains(self, "observation", x)
+
+    def action_space_contains(self, x: dict[Any, Any]) -> bool:
+        """Whether each agent's action in ``x`` lies in that agent's space."""
+        return _contains(self, "action", x)
+
+    def observation_space_sample(self, agent_ids: list[Any] | None = None) -> dict[Any, Any]:
+        """A random observation for each of ``agent_ids`` (default: every agent)."""
+        return _sample(self, "observation", agent_ids)
+
+    def action_space_sample(self, agent_ids: list[Any] | None = None) -> dict[Any, Any]:
+        """A random action for each of ``agent_ids`` (default: every agent)."""
+        return _sample(self, "action", agent_ids)
+
+
+def _contains(env: Any, kind: SpaceKind, values: Any) -> bool:
+    return isinstance(values, dict) and all(agent_space(env, kind, agent).contains(value)
+                                            for agent, value in values.items())
+
+
+def _sample(env: Any, kind: SpaceKind, agent_ids: list[Any] | None) -> dict[Any, Any]:
+    agents = possible_agent_ids(env) if agent_ids is None else agent_ids
+    return {agent: agent_space(env, kind, agent).sample() for agent in agents if agent != "__all__"}
+
+
+def make_multi_agent(env_name_or_creator: str | Callable[[dict], gym.Env]) -> type[MultiAgentEnv]:
+    """A :class:`MultiAgentEnv` class of ``num_agents`` independent copies of a single-agent env.
+
+    ``env_name_or_creator`` is a Gymnasium id (or a name given to ``register_env``) or a creator
+    called with the config. The class's ``__init__(config)`` reads ``config["num_agents"]``
+    (default 1); agents are 0 .. n-1, each with the single environment's spaces. An agent that is
+    done observes no more (actions for it are ignored); ``"__all__"`` is terminated once every
+    agent is done and truncated once every agent was truncated, as RLlib's. Unlike RLlib's, which
+    gives every copy the same seed (so that its agents start alike), each copy's seed is drawn
+    from the one given to ``reset``.
+    """
+    make_one = _single_env_creator(env_name_or_creator)
+
+    class MultiEnv(MultiAgentEnv):
+        def __init__(self, config: dict | None = None) -> None:
+            super().__init__()
+            config = copy.copy(config) if config is not None else {}  # an EnvContext stays one
+            num_agents = config.pop("num_agents", 1)
+            if not isinstance(num_agents, int) or isinstance(num_agents, bool) or num_agents < 1:
+                raise ConfigError(f"env_config num_agents={num_agents!r}: make_multi_agent needs a "
+                                  "whole number of agents, at least 1")
+            self.envs = [make_one(config) for _ in range(num_agents)]
+            self.observation_space = self.envs[0].observation_space
+            self.action_space = self.envs[0].action_space
+            self.possible_agents = list(range(num_agents))
+            self._agent_ids = set(self.possible_agents)
+            self.terminateds: set[int] = set()
+            self.truncateds: set[int] = set()
+
+        def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[AgentDict, AgentDict]:
+            super().reset(seed=seed, options=options)
+            self.terminateds, self.truncateds = set(), set()
+            self.agents = list(self.possible_agents)
+            obs, infos = {}, {}
+            for agent, env in enumerate(self.envs):
+                obs[agent], infos[agent] = env.reset(seed=_agent_seed(seed, agent), options=options)
+            return obs, infos
+
+        def step(self, action_dict: AgentDict) -> StepResult:  # type: ignore[override]
+            if not action_dict:
+                raise EnvError(f"{type(self).__name__}.step() needs an action for at least one agent, got {{}}")
+            obs, rewards, terminateds, truncateds, infos = {}, {}, {}, {}, {}
+            for agent, action in action_dict.items():
+                if agent not in self._agent_ids:
+                    raise EnvError(f"{type(self).__name__}.step() got an action for agent {agent!r}: "
+                                   f"its agents are 0 .. {len(self.envs) - 1}")
+                if agent in self.terminateds or agent in self.truncateds:
+                    continue
+                obs[agent], rewards[agent], terminateds[agent], truncateds[agent], infos[agent] = \
+                    self.envs[agent].step(action)
+                if terminateds[agent]:
+                    self.terminateds.add(agent)
+                elif truncateds[agent]:
+                    self.truncateds.add(agent)
+            self.agents = [a for a in self.possible_agents if a not in self.terminateds | self.truncateds]
+            terminateds["__all__"] = not self.agents
+            truncateds["__all__"] = len(self.truncateds) == len(self.envs)
+            return obs, rewards, terminateds, truncateds, infos
+
+        def render(self) -> Any:
+            return self.envs[0].render()
+
+        def close(self) -> None:
+            for env in self.envs:
+                env.close()
+
+    return MultiEnv
+
+
+def _agent_seed(seed: int | None, agent: int) -> int | None:
+    """Agent ``agent``'s copy's seed: drawn from ``seed``, so copies differ and runs repeat."""
+    return None if seed is None else int(np.random.SeedSequence([seed, agent]).generate_state(1)[0])
+
+
+def _single_env_creator(env_name_or_creator: Any) -> Callable[[dict], gym.Env]:
+    """``make_multi_agent``'s argument as a creator of one single-agent environment."""
+    if callable(env_name_or_creator):
+        return env_name_or_creator
+    if not isinstance(env_name_or_creator, str):
+        raise ConfigError(f"make_multi_agent({shown(env_name_or_creator)}): give a Gymnasium id or a "
+                          "function of the env_config that returns a gymnasium.Env")
+    creator = registered_creator(env_name_or_creator)
+    if creator is not None:
+        return creator
+    check_env_id(env_name_or_creator)
+    return lambda _config: gym.make(env_name_or_creator)
+
+
+class _PettingZooWrapper(MultiAgentEnv):
+    """What both PettingZoo wrappers share: the game's agents, its spaces (in both of RLlib's
+    forms), its rendering, and how an episode ends (when the game has no agent left)."""
+
+    def __init__(self, game: Any) -> None:
+        super().__init__()
+        self._game = game
+        self.possible_agents = list(game.possible_agents)
+        self._agent_ids = set(self.possible_agents)
+        self.observation_spaces = {agent: game.observation_space(agent) for agent in self.possible_agents}
+        self.action_spaces = {agent: game.action_space(agent) for agent in self.possible_agents}
+        self.observation_space = gym.spaces.Dict(self.observation_spaces)
+        self.action_space = gym.spaces.Dict(self.action_spaces)
+        self.metadata = getattr(game, "metadata", self.metadata)
+        self.render_mode = getattr(game, "render_mode", None)
+
+    def _ending(self, obs: AgentDict, rewards: AgentDict, terminateds: AgentDict, truncateds: AgentDict,
+                infos: AgentDict) -> StepResult:
+        """A step's dicts with ``"__all__"`` added, once the game's live agents are read."""
+        self.agents = list(self._game.agents)
+        terminateds["__all__"] = not self.agents
+        truncateds["__all__"] = not self.agents and all(truncateds.values())
+        return obs, rewards, terminateds, truncateds, infos
+
+    def render(self) -> Any:
+        return self._game.render()
+
+    def close(self) -> None:
+        self._game.close()
+
+
+class PettingZooEnv(_PettingZooWrapper):
+    """A PettingZoo AEC (turn-based) environment as a :class:`MultiAgentEnv`, as RLlib's wrapper.
+
+    Only the agent whose turn it is observes; ``step`` acts with that agent's action alone
+    (actions given for the others are ignored, as RLlib's wrapper does; none for it is an
+    EnvError), then returns what the next agent to move sees. Each reward is the agent's
+    reward since it last acted (PettingZoo's ``last()``), so nothing is lost between turns. At the
+    end every agent observes once more with its final reward. A classic game's observation
+    stays the Dict it is, ``action_mask`` included.
+    """
+
+    def __init__(self, env: Any) -> None:
+        super().__init__(env)
+        self.env = env
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[AgentDict, AgentDict]:
+        self.env.reset(seed=seed, options=options)
+        self.agents = list(self.env.agents)
+        agent = self.env.agent_selection
+        obs, _, _, _, info = self.env.last()
+        return {agent: obs}, {agent: info}
+
+    def step(self, action_dict: AgentDict) -> StepResult:  # type: ignore[override]
+        mover = self.env.agent_selection
+        if mover not in action_dict:
+            raise EnvError(f"PettingZooEnv({self.env}).step() got actions for {list(action_dict)!r}, "
+                           f"none for {mover!r}, whose turn it is")
+        self.env.step(action_dict[mover])
+        obs, rewards, terminateds, truncateds, infos = {}, {}, {}, {}, {}
+        # done agents must be stepped with None until one that may act has the turn (PettingZoo's rule)
+        while self.env.agents:
+            agent = self.env.agent_selection
+            obs[agent], rewards[agent], terminateds[agent], truncateds[agent], infos[agent] = self.env.last()
+            if not (terminateds[agent] or truncateds[agent]):
+                break
+            self.env.step(None)
+        return self._ending(obs, rewards, terminateds, truncateds, infos)
+
+
+class ParallelPettingZooEnv(_PettingZooWrapper):
+    """A PettingZoo parallel environment (every live agent acts each step) as a
+    :class:`MultiAgentEnv`, as RLlib's wrapper."""
+
+    def __init__(self, env: Any) -> None:
+        super().__init__(env)
+        self.par_env = env
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[AgentDict, AgentDict]:
+        obs, infos = self.par_env.reset(seed=seed, options=options)
+        self.agents = list(self.par_env.agents)
+        return dict(obs), dict(infos or {})
+
+    def step(self, action_dict: AgentDict) -> StepResult:  # type: ignore[override]
+        obs, rewards, terminateds, truncateds, infos = (dict(d) for d in self.par_env.step(action_dict))
+        return self._ending(obs, rewards, terminateds, truncateds, infos)
+
+
+def _has_base_class(cls: type, names: tuple[str, ...], modules: Container[str]) -> bool:
+    return any(base.__name__ in names and base.__module__ in modules for base in cls.__mro__)
+
+
+def is_multi_agent_env(obj: Any) -> bool:
+    """Whether ``obj`` (an environment, or its class) is a multi-agent environment: volley's
+    :class:`MultiAgentEnv` (the PettingZoo wrappers included) or RLlib's own, found by name in the
+    class's bases, so that Ray is never imported."""
+    cls = obj if isinstance(obj, type) else type(obj)
+    return _has_base_class(cls, ("MultiAgentEnv",), _BASE_MODULES)
+
+
+def make_multi_agent_env(env: str, env_config: dict, creator: Callable[[dict], Any] | None) -> Any:
+    """One multi-agent environment of what a config's ``env`` names: ``creator(env_config)`` (a
+    function given to ``register_env`` or an environment class; without one, the creator
+    registered as ``env``). A ConfigError names ``env`` when it is not a multi-agent environment.
+    """
+    creator = creator or registered_creator(env)
+    if creator is None:
+        raise ConfigError(f"environment '{env}' is not a multi-agent environment: multi-agent training "
+                          f"needs a MultiAgentEnv (for copies of one Gymnasium environment: "
+                          f"register_env('{env}', make_multi_agent('{env}')))")
+    try:
+        made = creator(copy.copy(env_config))  # an EnvContext stays one
+    except VolleyError:
+        raise
+    except Exception as exc:  # the user's creator: name it, keep the cause for Python users
+        raise EnvError(f"the creator of environment '{env}' failed with env_config {shown(env_config)}: "
+                       f"{type(exc).__name__}: {exc}") from exc
+    if not is_multi_agent_env(made):
+        raise ConfigError(f"environment '{env}' is not a multi-agent environment: its creator returned "
+                          f"{type(made).__name__} {shown(made)}{_wrapping_hint(made)}")
+    return made
+
+
+def _wrapping_hint(made: Any) -> str:
+    """What wraps a PettingZoo environment (given unwrapped, a common slip), else nothing."""
+    if _has_base_class(type(made), ("AECEnv",), _PETTINGZOO_BASES):
+        return "; a PettingZoo AEC environment enters wrapped: PettingZooEnv(env)"
+    if _has_base_class(type(made), ("ParallelEnv",), _PETTINGZOO_BASES):
+        return "; a PettingZoo parallel environment enters wrapped: ParallelPettingZooEnv(env)"
+    return ""
+
+
+def possible_agent_ids(env: Any) -> list[Any]:
+    """Every agent id ``env`` declares: its own ``get_agent_ids()`` where it overrides RLlib's,
+    else ``_agent_ids`` (RLlib's old API), else ``possible_agents`` (its new one); [] if none.
+    A set comes sorted (where its ids compare), so every process lists the agents alike."""
+    override = _overridden(env, "get_agent_ids")
+    ids = override() if override is not None else (getattr(env, "_agent_ids", None)
+                                                    or getattr(env, "possible_agents", None) or [])
+    if isinstance(ids, list | tuple):
+        return list(ids)
+    try:
+        return sorted(ids)
+    except TypeError:  # ids of mixed types
+        return sorted(ids, key=repr)
+
+
+def agent_spaces(env: Any, agent_id: Any) -> tuple[gym.Space, gym.Space]:
+    """Agent ``agent_id``'s observation and action spaces in ``env`` (see :func:`agent_space`)."""
+    return agent_space(env, "observation", agent_id), agent_space(env, "action", agent_id)
+
+
+def agent_space(env: Any, kind: SpaceKind, agent_id: Any) -> gym.Space:
+    """Agent ``agent_id``'s ``kind`` ("observation" or "action") space, from the first of:
+    ``get_<kind>_space(agent_id)`` where the environment's class defines its own (RLlib's new
+    API); the ``<kind>_spaces`` dict; a ``<kind>_space`` that is a Dict keyed by agent id (RLlib's
+    "preferred format"); the one ``<kind>_space`` of every agent. An EnvError names the agent and
+    the environment's class when it has none."""
+    override = _overridden(env, f"get_{kind}_space")
+    if override is None:
+        return _declared_space(env, kind, agent_id)
+    try:
+        space = override(agent_id)
+    except (KeyError, IndexError) as exc:
+        raise EnvError(f"agent {agent_id!r} has no {kind} space in {type(env).__name__}: its "
+                       f"get_{kind}_space({agent_id!r}) raised {type(exc).__name__}: {exc}") from None
+    if not isinstance(space, gym.Space):
+        raise EnvError(f"agent {agent_id!r} has no {kind} space in {type(env).__name__}: its "
+                       f"get_{kind}_space({agent_id!r}) returned {shown(space)}")
+    return space
+
+
+def _declared_space(env: Any, kind: SpaceKind, agent_id: Any) -> gym.Space:
+    """:func:`agent_space` from the environment's attributes (every form but the override)."""
+    per_agent = getattr(env, f"{kind}_spaces", None)
+    space = getattr(env, f"{kind}_space", None)
+    if per_agent is not None:
+        found, where = per_agent.get(agent_id), f"{kind}_spaces holds agents {list(per_agent)!r}"
+    elif isinstance(space, gym.spaces.Dict) and _keyed_by_agent(env, kind, space, agent_id):
+        found, where = space.spaces.get(agent_id), f"{kind}_space is a Dict of agents {list(space.spaces)!r}"
+    else:
+        found, where = space, f"{kind}_space is {shown(space)}"
+    if not isinstance(found, gym.Space):
+        raise EnvError(f"agent {agent_id!r} has no {kind} space in {type(env).__name__}: {where}")
+    return found
+
+
+def _keyed_by_agent(env: Any, kind: SpaceKind, space: gym.spaces.Dict, agent_id: Any) -> bool:
+    """Whether ``space`` is a Dict keyed by agent id rather than one Dict space of every agent.
+
+    RLlib's scripts may say so (``_obs_space_in_preferred_format``); else a Dict whose keys hold
+    every declared agent, or, where none is declared, ``agent_id``, is keyed by agent.
+    """
+    said = getattr(env, "_obs_space_in_preferred_format" if kind == "observation"
+                   else "_action_space_in_preferred_format", None)
+    if said is not None:
+        return bool(said)
+    declared = possible_agent_ids(env)
+    return set(declared or [agent_id]) <= set(space.spaces)
+
+
+def _overridden(env: Any, method: str) -> Callable[..., Any] | None:
+    """``env``'s ``method`` where its class defines one of its own, not RLlib's or volley's base one."""
+    for cls in type(env).__mro__:
+        if method in vars(cls):
+            return None if cls.__name__ == "MultiAgentEnv" else getattr(env, method)
+    return None
+
+
+_FIELDS = {"reset": ("observations", "infos"),
+           "step": ("observations", "rewards", "terminateds", "truncateds", "infos")}
+
+
+def checked_output(env: Any, method: Literal["reset", "step"], output: Any,
+                   known_agents: Container[Any] = frozenset()) -> tuple[dict[Any, Any], ...]:
+    """``output`` of ``env.reset()`` or ``env.step()``, after checking that it is what a multi-agent
+    environment returns: a tuple of dicts keyed by agent id; ``terminateds`` and ``truncateds``
+    with ``"__all__"``; an observation for at least one agent while the episode goes on (or no
+    agent could act); a space for each agent that observes (looked up for agents not in
+    ``known_agents``: a worker passes those whose spaces it holds). Otherwise one line of EnvError
+    that names the environment's class and the value."""
+    fields = _FIELDS[method]
+    where = f"{type(env).__name__}.{method}()"
+    if not isinstance(output, tuple | list) or len(output) != len(fields):
+        raise EnvError(f"{where} returned {shown(output)}: a multi-agent environment returns "
+                       f"({', '.join(fields)}), each a dict keyed by agent id")
+    for field, value in zip(fields, output, strict=True):
+        if not isinstance(value, dict):
+            raise EnvError(f"{where} returned {field} {shown(value)}, not a dict keyed by agent id")
+    obs = output[0]
+    ended = False
+    if method == "step":
+        for field, flags in zip(fields[2:4], output[2:4], strict=True):
+            if "__all__" not in flags:
+                raise EnvError(f"{where} returned {field} {shown(flags)} without '__all__' (whether the "
+                               "episode has ended for every agent)")
+        ended = bool(output[2]["__all__"] or output[3]["__all__"])
+    if not obs and not ended:
+        raise EnvError(f"{where} returned no observation ({shown(tuple(output))}) and the episode goes on: "
+                       "no agent could act next")
+    for agent in obs:
+        if agent not in known_agents:
+            try:
+                agent_space(env, "observation", agent)
+            except EnvError as exc:
+                raise EnvError(f"{where} returned an observation for agent {agent!r}, but {exc}") from None
+    return tuple(output)
