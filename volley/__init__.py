@@ -41,6 +41,7 @@ if TYPE_CHECKING:
         PettingZooEnv,
         make_multi_agent,
     )
+    from volley.rllib_policies import Policy, PolicySpec
 
 _HOMES = {
     "Algorithm": "volley.algorithm", "AlgorithmConfig": "volley.config", "ModelConfig": "volley.config",
@@ -56,6 +57,7 @@ _HOMES = {
     "get_trainable_cls": "volley.algorithms",
     **dict.fromkeys(["MultiAgentEnv", "ParallelPettingZooEnv", "PettingZooEnv", "make_multi_agent"],
                     "volley.multi_agent_env"),
+    **dict.fromkeys(["Policy", "PolicySpec"], "volley.rllib_policies"),
     **public_homes(),
 }
 
@@ -84,5 +86,5 @@ __all__ = ["ActionDistribution", "Algorithm", "AlgorithmConfig", "CallbackError"
            "RLlibCallback", "RecurrentNetwork", "TaskSettableEnv", "TaskType", "TorchCategorical", "TorchDiagGaussian",
            "TorchDistributionWrapper", "TorchModelV2", "VolleyError", "__version__", "add_time_dimension",
            "collect_episodes", "get_trainable_cls", "make_multi_callbacks", "register_env", "summarize_episodes"]
-__all__ += ["MultiAgentEnv", "ParallelPettingZooEnv", "PettingZooEnv", "make_multi_agent"]
+__all__ += ["MultiAgentEnv", "ParallelPettingZooEnv", "PettingZooEnv", "Policy", "PolicySpec", "make_multi_agent"]
 __all__ += public_homes()  # the algorithms' names, from the registry

@@ -18,6 +18,7 @@ from volley.checkpoint import check_restorable, read_checkpoint
 from volley.config import AlgorithmConfig
 from volley.errors import CheckpointError, ConfigError
 from volley.learner.loop import Learner
+from volley.learner.multi_agent import MultiAgent, is_multi_agent, multi_agent_class
 from volley.registry import REGISTRY, algorithm_class, registered_name, unknown_algorithm
 
 # Every algorithm class defined so far, by its class name in lower case ("ppo", "apexdqn"): the
@@ -30,7 +31,16 @@ class Algorithm(Learner):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        _REGISTRY[cls.__name__.lower()] = cls
+        if not vars(cls).get("multi_agent"):  # a multi-agent run's class is its algorithm's, named alike
+            _REGISTRY[cls.__name__.lower()] = cls
+
+    def __new__(cls, config: AlgorithmConfig | dict[str, Any] | None = None, env: Any = None, *,
+                workers: Any = None) -> Algorithm:
+        """A run of this algorithm; on a multi-agent environment, or with ``config.multi_agent(policies=...)``,
+        a :class:`~volley.learner.multi_agent.MultiAgent` one (still an instance of this class)."""
+        if workers is None and not issubclass(cls, MultiAgent) and is_multi_agent(config, env):
+            cls = multi_agent_class(cls)  # type: ignore[assignment]
+        return super().__new__(cls)
 
     @staticmethod
     def named(name: str) -> type[Algorithm]:

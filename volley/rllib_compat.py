@@ -295,13 +295,7 @@ RLLIB_KEYS: list[RLlibKey] = [
                "`env_errors`: True `'recreate'`, False `'raise'`", example=False),
     accepted("delay_between_worker_restarts_s", ("fault_tolerance",), "volley starts a dead worker's "
              "replacement at once", example=10.0),
-    # multi_agent(), callbacks(), offline_data(), checkpointing(), rl_module()
-    refused("policies", ("multi_agent",), ONE_POLICY, allowed=(None, {}, *rllib_defaults("policies")),
-            example={"p0", "p1"}),
-    refused("policy_mapping_fn", ("multi_agent",), ONE_POLICY, allowed=(None, *rllib_defaults("policy_mapping_fn")),
-            example="fn"),
-    refused("policies_to_train", ("multi_agent",), ONE_POLICY, allowed=(None,), example=["p0"]),
-    refused("count_steps_by", ("multi_agent",), ONE_POLICY, allowed=("env_steps",), example="agent_steps"),
+    # callbacks(), offline_data(), checkpointing(), rl_module() (multi_agent()'s keys are volley's own)
     same("callbacks_class", "callbacks", example="volley.callbacks:DefaultCallbacks",
          note=" (a DefaultCallbacks subclass, or a list of them; RLlib's old stack's hooks: see "
          "docs/extending.md)"),

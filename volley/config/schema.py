@@ -201,6 +201,19 @@ class ConfigFields:
         10, "fault_tolerance", "updates in a row skipped for a non-finite loss or gradient "
         "before the run stops with a TrainingError")
 
+    policies: dict[str, dict[str, Any]] | None = option(
+        None, "multi_agent", "RLlib's policies: a set of ids, or ids to PolicySpec(policy_class, observation_space, "
+        "action_space, config); None: every agent acts with 'default_policy' (volley.policies)")
+    policy_mapping_fn: str | None = option(
+        None, "multi_agent", "fn(agent_id, episode, worker, **kwargs) -> policy id, called once per agent per "
+        "episode (kept as 'module:name')")
+    policies_to_train: list[str] | str | None = option(
+        None, "multi_agent", "the policies that learn (a list, or fn(policy_id, batch) -> bool kept as "
+        "'module:name'); None: every learned policy")
+    count_steps_by: Literal["env_steps", "agent_steps"] = option(
+        "env_steps", "multi_agent", "what train_batch_size and rollout_fragment_length count in a multi-agent "
+        "run: environment steps, or the steps of every agent")
+
     callbacks_class: str | list[str] | None = option(
         None, "callbacks", "a volley.DefaultCallbacks subclass (RLlib's hooks: custom metrics, ...), or "
         "a list of them; kept as 'module:QualName', found again in a process that has the class")

@@ -21,9 +21,10 @@ from volley.named import CUSTOM_ACTION_DISTS, CUSTOM_MODELS, env_name, function_
 from volley.rllib_compat import NOT_PASSED_TO_CUSTOM_MODELS, rllib_key
 from volley.rllib_compat import RLLIB_KEYS as SHARED_RLLIB_KEYS
 from volley.rllib_keys import RLlibKey, unset_deprecated
+from volley.rllib_policies import policies_value
 
 # keys holding a function, kept by name (volley.named)
-FUNCTION_KEYS = ("env_task_fn", "custom_evaluation_function")
+FUNCTION_KEYS = ("env_task_fn", "custom_evaluation_function", "policy_mapping_fn")
 
 # The unknown keys warned about in this process (once each)
 _WARNED: set[str] = set()
@@ -133,6 +134,11 @@ class ConfigSetter(ConfigFields):
         elif name == "env_config":  # any picklable objects (gymnasium spaces...), as RLlib takes
             setattr(self, name, picklable_dict(label, value))
             return
+        elif name == "policies":  # ids to specs holding classes and spaces (picklable, as env_config)
+            setattr(self, name, policies_value(value))
+            return
+        elif name == "policies_to_train" and callable(value):
+            value = function_name(name, value)
         elif name == "env" and not isinstance(value, str):
             value = env_name(value)
         elif name in FUNCTION_KEYS and value is not None and not isinstance(value, str):

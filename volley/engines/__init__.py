@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         WorkerGroup,
     )
     from volley.envs import EnvCreator
+    from volley.policies import PolicySetup
     from volley.rollout.worker import Postprocess
 
 
@@ -50,18 +51,20 @@ def as_placed(config: AlgorithmConfig) -> AlgorithmConfig:
 
 
 def make_worker_group(config: AlgorithmConfig, postprocess: Postprocess, env_creator: EnvCreator | None,
-                      seed_offset: int = 0, reserved_cpus: float = 0.0) -> WorkerGroup:
+                      seed_offset: int = 0, reserved_cpus: float = 0.0, setup: PolicySetup | None = None
+                      ) -> WorkerGroup:
     """The worker group for ``config.engine``; ``num_workers=0`` always samples in-process.
 
     ``seed_offset`` shifts the global environment indices (evaluation workers use their own);
-    ``reserved_cpus`` are Ray CPUs this run's other workers hold already.
+    ``reserved_cpus`` are Ray CPUs this run's other workers hold already; ``setup``, a multi-agent
+    run's policies (its workers are multi-agent ones).
     """
     from volley.engines.base import WorkerRecipe
 
     if config.engine == "mpi":
         from volley.engines.mpi_engine import make_mpi_group
-        return make_mpi_group(config, postprocess, env_creator)
-    recipe = WorkerRecipe(config, config.plan(), postprocess, env_creator, seed_offset)
+        return make_mpi_group(config, postprocess, env_creator, setup)
+    recipe = WorkerRecipe(config, config.plan(), postprocess, env_creator, seed_offset, setup=setup)
     if recipe.plan.num_workers == 0 or config.engine == "local":
         from volley.engines.local import LocalWorkerGroup
         return LocalWorkerGroup(recipe)

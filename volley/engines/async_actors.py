@@ -105,7 +105,7 @@ class ActingWorker:
     def __init__(self, recipe: WorkerRecipe, index: int, slot: int, spec: AsyncSpec,
                  backend: ActorBackend, parameter_server: Any) -> None:
         self.index, self.spec, self.config = index, spec, recipe.config
-        self.worker = recipe.build(index, slot)
+        self.worker = recipe.build_rollout_worker(index, slot)
         self.backend, self.parameter_server = backend, parameter_server
         self.version = 0
         self.weights: np.ndarray | None = None  # the last fetched

@@ -14,7 +14,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-import gymnasium as gym
 import numpy as np
 
 from volley.callbacks import DefaultCallbacks, callbacks_class_of
@@ -22,10 +21,12 @@ from volley.config import AlgorithmConfig, RolloutPlan
 from volley.envs import EnvCreator
 from volley.errors import ConfigError
 from volley.network_spec import NetworkSpec
+from volley.policies import PolicySetup
 from volley.replay import Prioritization
 from volley.rollout.batch import Batch
 from volley.rollout.filters import FilterStats
 from volley.rollout.fragments import TrainBatch
+from volley.rollout.multi_agent import MultiAgentRolloutWorker
 from volley.rollout.worker import Postprocess, RolloutWorker, SampleResult
 
 if TYPE_CHECKING:  # a Ray worker unpickles this module's recipe: it imports torch only if it uses it
@@ -60,6 +61,8 @@ class WorkerRecipe:
     # custom model, a custom action distribution) travel to Ray workers with the recipe, as the
     # environment creator does. Default: the one the config describes
     network_spec: NetworkSpec | None = None
+    # a multi-agent run's policies (None: one policy on single-agent environments)
+    setup: PolicySetup | None = None
 
     def __post_init__(self) -> None:
         if self.callbacks_class is None:
@@ -67,8 +70,16 @@ class WorkerRecipe:
         if self.network_spec is None:
             object.__setattr__(self, "network_spec", NetworkSpec.of(self.config))
 
-    def build(self, index: int, slot: int | None = None) -> RolloutWorker:
-        """Worker ``index``; ``slot`` (default ``index``) picks its environments' seeds."""
+    def build(self, index: int, slot: int | None = None) -> RolloutWorker | MultiAgentRolloutWorker:
+        """Worker ``index``; ``slot`` (default ``index``) picks its environments' seeds. A multi-agent
+        run's is a :class:`MultiAgentRolloutWorker`, which the groups of synchronous sampling host."""
+        if self.setup is not None:
+            return MultiAgentRolloutWorker(self.config, index, self.postprocess, self.env_creator,
+                                           seed_offset=self.seed_offset, plan=self.plan, setup=self.setup, slot=slot)
+        return self.build_rollout_worker(index, slot)
+
+    def build_rollout_worker(self, index: int, slot: int | None = None) -> RolloutWorker:
+        """A single-agent worker (streaming and asynchronous groups host only these)."""
         return RolloutWorker(self.config, index, self.postprocess, self.env_creator,
                              seed_offset=self.seed_offset, plan=self.plan, slot=slot,
                              network_spec=self.network_spec, callbacks_class=self.callbacks_class)
@@ -114,8 +125,9 @@ class WorkerGroup(ABC):
         raise NotImplementedError(f"{type(self).__name__} runs its workers in step with the learner")
 
     @abstractmethod
-    def spaces(self) -> tuple[gym.Space, gym.Space]:
-        """Observation and action space of one environment (asked of one worker only)."""
+    def spaces(self) -> Any:
+        """Observation and action space of one environment (asked of one worker only); a multi-agent
+        run's workers give each policy's, by policy id."""
 
     def serve_forever(self, replica: Replica) -> None:  # noqa: B027 (an optional hook)
         """On MPI ranks other than 0: serve rank 0 until it stops. The driver has nothing to serve."""

@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 import torch
 
@@ -44,12 +43,12 @@ class LocalWorkerGroup(WorkerGroup):
         with one_torch_thread():
             return [getattr(worker, method)(*args) for worker in self.workers]
 
-    def spaces(self) -> tuple[gym.Space, gym.Space]:
+    def spaces(self) -> Any:
         return self.workers[0].spaces()
 
     def stop(self) -> None:
         for worker in self.workers:
-            worker.env.close()
+            worker.stop()
         self.workers = []
 
 
@@ -61,7 +60,7 @@ class LocalStreamingGroup(LocalWorkerGroup, StreamingWorkerGroup):
 
     def __init__(self, recipe: WorkerRecipe, spec: StreamSpec) -> None:
         super().__init__(recipe)
-        self.streams = [FragmentWorker(worker) for worker in self.workers]
+        self.streams = [FragmentWorker(worker) for worker in self.workers]  # type: ignore[arg-type]
         self.builder = BatchBuilder(spec.train_batch_size, spec.replay_proportion, spec.replay_slots,
                                     np.random.default_rng([recipe.config.seed, 1]))
         self.next_worker = 0

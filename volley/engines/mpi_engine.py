@@ -38,7 +38,6 @@ from abc import abstractmethod
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 import torch
 
@@ -46,6 +45,7 @@ from volley.config import AlgorithmConfig
 from volley.engines.base import Replica, WorkerGroup, WorkerRecipe
 from volley.envs import EnvCreator
 from volley.errors import ConfigError, VolleyError
+from volley.policies import PolicySetup
 from volley.rollout.batch import Batch
 from volley.rollout.filters import FilterStats, RunningStats
 from volley.rollout.sequences import truncated
@@ -142,7 +142,7 @@ def _prefix_warnings(rank: int) -> None:
 
 
 def make_mpi_group(config: AlgorithmConfig, postprocess: Postprocess,
-                   env_creator: EnvCreator | None) -> MPIWorkerGroup:
+                   env_creator: EnvCreator | None, setup: PolicySetup | None = None) -> MPIWorkerGroup:
     """This rank's group for ``config.mpi_mode``: one worker per rank, the plan resolved for
     the ranks mpiexec started."""
     comm = _comm()
@@ -151,7 +151,7 @@ def make_mpi_group(config: AlgorithmConfig, postprocess: Postprocess,
         raise ConfigError(f"num_workers={config.num_workers} but mpiexec started "
                           f"{size} rank(s): under the MPI engine each rank is one "
                           "worker; leave num_workers unset or change mpiexec -n")
-    recipe = WorkerRecipe(config, config.plan(num_workers=size), postprocess, env_creator)
+    recipe = WorkerRecipe(config, config.plan(num_workers=size), postprocess, env_creator, setup=setup)
     group = AllreduceGroup if config.mpi_mode == "allreduce" else GatherGroup
     return group(comm, recipe)
 
@@ -171,7 +171,7 @@ class MPIWorkerGroup(WorkerGroup):
         if self.is_driver and self.num_workers > 1:
             _RUNNING.add(self)
 
-    def spaces(self) -> tuple[gym.Space, gym.Space]:
+    def spaces(self) -> Any:
         return self.worker.spaces()
 
     def stop(self) -> None:
@@ -181,7 +181,7 @@ class MPIWorkerGroup(WorkerGroup):
             self._release_others()
         self.running = False
         _RUNNING.discard(self)
-        self.worker.env.close()
+        self.worker.stop()
 
     @abstractmethod
     def _release_others(self) -> None:

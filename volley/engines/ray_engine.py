@@ -69,8 +69,15 @@ def ship_recipe(recipe: WorkerRecipe) -> None:
     file among a class's attributes), before any actor starts."""
     spec = recipe.network_spec
     assert spec is not None  # resolved with the recipe
-    for what, user_object in (("environment creator", recipe.env_creator), ("custom model", spec.model_class),
-                              ("custom action dist", spec.action_dist_class)):
+    specs = [spec] if recipe.setup is None else list(recipe.setup.networks.values())
+    shipped: list[tuple[str, Any]] = [("environment creator", recipe.env_creator),
+               *[(what, cls) for s in specs for what, cls in (("custom model", s.model_class),
+                                                              ("custom action dist", s.action_dist_class))]]
+    if recipe.setup is not None:  # a multi-agent run's mapping function and hand-written policies
+        policy_map = recipe.setup.policy_map
+        shipped += [("policy_mapping_fn", policy_map.mapping_fn),
+                    *[("policy class", e.policy_class) for e in policy_map.entries.values()]]
+    for what, user_object in shipped:
         if user_object is None:
             continue
         ship_by_value(user_object)

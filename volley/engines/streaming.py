@@ -42,7 +42,7 @@ IDLE_S = 0.001  # how long it waits for room in a full queue before it looks aga
 
 def fragment_worker(recipe: WorkerRecipe, index: int, slot: int) -> FragmentWorker:
     """Built inside the actor: worker ``index``, its environments seeded from ``slot``."""
-    return FragmentWorker(recipe.build(index, slot))
+    return FragmentWorker(recipe.build_rollout_worker(index, slot))
 
 
 class RayStreamingGroup(ManagedWorkers, StreamingWorkerGroup):

@@ -63,9 +63,12 @@ class LearnerBase(ABC):
     # True where the loss adds a custom model's custom_loss() (volley.modelv2.with_custom_loss)
     adds_custom_loss: ClassVar[bool] = False
 
-    def __init__(self, config: AlgorithmConfig | dict[str, Any] | None = None, env: Any = None) -> None:
+    def __init__(self, config: AlgorithmConfig | dict[str, Any] | None = None, env: Any = None, *,
+                 workers: WorkerGroup | None = None) -> None:
         """Build from ``config``; as RLlib's, it may be a dict of keys (``PPO(config=d)``) or missing
-        (``PPO(env="CartPole-v1")``: the defaults), and ``env`` sets the environment."""
+        (``PPO(env="CartPole-v1")``: the defaults), and ``env`` sets the environment. ``workers``: a
+        group to learn from instead of the one the config describes (a multi-agent run gives each
+        policy's learner its view of the run's workers: :mod:`volley.learner.multi_agent`)."""
         if not isinstance(config, AlgorithmConfig):
             config = type(self).config_class().update_from_dict(config or {})
         config = config.copy(copy_frozen=False) if env is not None else config.copy()
@@ -83,7 +86,7 @@ class LearnerBase(ABC):
         self.config = config
         self.hooks = Hooks.of(config.callbacks_class)  # the driver's own instance (workers have theirs)
         self.callbacks = self.hooks.callbacks
-        self.workers = self.make_workers(registered_creator(config.env))
+        self.workers = workers or self.make_workers(registered_creator(config.env))
         self.workers.local = LocalWorker(self)
         self.eval_workers: WorkerGroup | None = None
         self._driver_worker: RolloutWorker | None = None
@@ -112,6 +115,12 @@ class LearnerBase(ABC):
         torch.set_num_threads(self.learner_threads())
         self.obs_filter = make_filter(config.observation_filter, self.preprocess)
         self.reward_stats = RunningStats(()) if config.normalize_rewards else None
+        self._start_counters(config)
+        self.setup()
+        self._finish_set_up(config)
+
+    def _start_counters(self, config: AlgorithmConfig) -> None:
+        """The run's counters and random generator, and the episodes it keeps for its statistics."""
         self.rng = np.random.default_rng(config.seed)
         self.iteration = 0
         self.timesteps_total = 0
@@ -131,7 +140,10 @@ class LearnerBase(ABC):
         self._next_sample: Callable[[], list[Any]] | None = None  # sample_ahead's batch in the making
         self._sample_time = 0.0
         self._steps_this_iter = 0
-        self.setup()
+
+    def _finish_set_up(self, config: AlgorithmConfig) -> None:
+        """The evaluation workers, the driver's environment where asked for, and the callbacks'
+        ``on_algorithm_init``."""
         self.eval_workers = self.make_eval_workers()
         if config.create_env_on_driver and self.is_driver:
             self.driver_worker()  # now, so a broken environment fails at build time

@@ -43,7 +43,8 @@ class Sampling(LearnerBase):
         """
         results = self._call_workers("sample", self._per_worker(num_episodes))
         self._merge(results)
-        return self._learn_on(Batch.concat([result.batch for result in results]))
+        # (a worker of a multi-agent run may have had no agent of this policy: its batch is empty)
+        return self._learn_on(Batch.concat([result.batch for result in results if len(result.batch)]))
 
     def sample_ahead(self) -> Batch:
         """The batch the workers sampled while the learner was updating, and the next one started

@@ -6,6 +6,7 @@ restores it here."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -33,6 +34,12 @@ class Checkpoints(LearnerBase):
         """
         if path is None:
             path = self.results_dir / f"checkpoint_{self.iteration:06d}"
+        tensors, state = self.checkpoint_state()
+        manifest = {"algorithm": type(self).__name__, "config": self.config.to_dict(), "state": state}
+        return SavedCheckpoint(write_checkpoint(path, tensors, manifest))
+
+    def checkpoint_state(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+        """What a checkpoint holds of this learner: its tensors, and its state as JSON data."""
         tensors = {f"policy.{k}": v for k, v in self.policy.state_dict().items()}
         optimizers = {}
         for name, optimizer in self.optimizers().items():
@@ -52,8 +59,7 @@ class Checkpoints(LearnerBase):
                        "num_env_errors": self.num_env_errors,
                        "num_skipped_updates": self.num_skipped_updates},
         }
-        manifest = {"algorithm": type(self).__name__, "config": self.config.to_dict(), "state": state}
-        return SavedCheckpoint(write_checkpoint(path, tensors, manifest))
+        return tensors, state
 
     def save_to_path(self, path: str | Path | None = None) -> str:
         """RLlib's newer name of :meth:`save`."""
@@ -69,7 +75,12 @@ class Checkpoints(LearnerBase):
         if manifest.get("algorithm") != type(self).__name__:
             raise CheckpointError(f"checkpoint '{path}' holds a {manifest.get('algorithm')} "
                                   f"algorithm, not {type(self).__name__}")
-        state = manifest["state"]
+        self.load_checkpoint_state(tensors, manifest["state"], path)
+        if self.is_driver:
+            self.hooks("on_checkpoint_loaded", algorithm=self)
+
+    def load_checkpoint_state(self, tensors: dict[str, torch.Tensor], state: dict[str, Any], path: str | Path) -> None:
+        """Restore what :meth:`checkpoint_state` gave (``path``: the checkpoint's, for errors)."""
         try:
             self.policy.load_state_dict({k[len("policy."):]: v for k, v in tensors.items()
                                          if k.startswith("policy.")})
@@ -94,5 +105,3 @@ class Checkpoints(LearnerBase):
         self.num_env_errors = faults.get("num_env_errors", 0)
         self.num_skipped_updates = faults.get("num_skipped_updates", 0)
         self.load_extra_state(tensors, state.get("extra", {}))
-        if self.is_driver:
-            self.hooks("on_checkpoint_loaded", algorithm=self)

@@ -209,6 +209,10 @@ class RolloutWorker(StepLoop):
         """Observation and action space of one environment."""
         return self.observation_space, self.action_space
 
+    def stop(self) -> None:
+        """Close the environments (the engine ends the worker)."""
+        self.env.close()
+
     def _load(self, weights: np.ndarray, filters: FilterStats | None) -> None:
         """Take the learner's weights (unless they are the very array loaded last: a streaming worker
         samples fragment after fragment with one) and the merged filter statistics."""

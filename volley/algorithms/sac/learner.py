@@ -73,7 +73,7 @@ class SAC(Algorithm):
         """The critics, their targets, the temperature and the three optimizers (wherever the
         replay buffer lives)."""
         cfg = self.config
-        obs_size, action_dim = self.preprocess.shape[0], self.action_space.shape[0]  # type: ignore[index]
+        obs_size, action_dim = self.preprocess.shape[0], self.action_space.shape[0]
         q_model = cfg.q_model_config
         self.critics = StackedQ(obs_size + action_dim, q_model.fcnet_hiddens, q_model.fcnet_activation,
                                 2 if cfg.twin_q else 1).to(self.device)

@@ -1,0 +1,351 @@
+"""A multi-agent run: several policies, each learned by its own learner of the run's algorithm.
+
+``PPO(config)`` with ``config.multi_agent(policies=...)``, or on a multi-agent environment, builds
+:class:`MultiAgent` over PPO (:func:`multi_agent_class`): it holds the multi-agent workers and
+the run's counters, and for every learned policy one ordinary PPO learner (its network,
+optimizer, schedules, replay buffer) built on a :class:`PolicyWorkers` view of the workers.
+Each iteration samples once with every policy's weights; then each policy to train runs its
+algorithm's own ``training_step`` on its batch, so nothing of an algorithm is written twice: a
+policy learns exactly as a single-agent run of the algorithm would from the same batch.
+
+This is RLlib's layout (a ``Policy`` per id, each with its own loss and optimizer), and what its
+``multi_agent_two_trainers`` example does by hand: PPO and DQN each train their own policy.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from functools import cache
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+
+from volley.callbacks import EnvContext
+from volley.config import AlgorithmConfig
+from volley.engines import WorkerGroup, make_worker_group
+from volley.envs import EnvCreator, registered_creator
+from volley.errors import ConfigError
+from volley.learner.base import EVAL_SEED_OFFSET, LearnerBase
+from volley.learner.loop import Learner
+from volley.models import Policy as Network
+from volley.multi_agent_env import is_multi_agent_env
+from volley.named import env_name
+from volley.policies import PolicyEntry, PolicyMap, PolicySetup
+from volley.rllib_policies import Policy, PolicySpec, policies_value
+from volley.rllib_results import DEFAULT_POLICY
+from volley.rollout.filters import FilterStats
+from volley.rollout.multi_agent import MultiAgentSample
+from volley.rollout.worker import SampleResult
+
+_PROBED: dict[Any, bool] = {}  # creator function -> whether it makes multi-agent environments
+
+
+def is_multi_agent(config: AlgorithmConfig | dict[str, Any] | None, env: Any) -> bool:
+    """Whether a run of ``config`` (and ``env``, as an algorithm's constructor takes them) is
+    multi-agent: its config names policies, or its environment is a multi-agent one (a creator
+    function is called once, on the driver, to see what it makes)."""
+    if isinstance(config, AlgorithmConfig):
+        policies, env = config.policies, env or config.env
+        env_config = config.env_config
+    else:
+        config = config or {}
+        policies = config.get("policies") or (config.get("multiagent") or {}).get("policies")
+        env, env_config = env or config.get("env"), config.get("env_config") or {}
+    if policies:
+        return True
+    if env is None:
+        return False
+    creator = registered_creator(env if isinstance(env, str) else env_name(env))
+    if creator is None:
+        return False
+    if isinstance(creator, type):
+        return is_multi_agent_env(creator)
+    if creator not in _PROBED:
+        made = creator(EnvContext(dict(env_config), 0, None, 0))
+        _PROBED[creator] = is_multi_agent_env(made)
+        if hasattr(made, "close"):
+            made.close()
+    return _PROBED[creator]
+
+
+class PolicyWorkers(WorkerGroup):
+    """One policy's view of a multi-agent run's workers: ``sample`` gives the policy's part of the
+    run's latest sample (the run samples again if the policy has read it already)."""
+
+    def __init__(self, run: MultiAgent, policy_id: str, spaces: tuple[Any, Any]) -> None:
+        self.run, self.policy_id, self._spaces = run, policy_id, spaces
+        self.plan, self.num_workers = run.workers.plan, run.workers.num_workers
+
+    def call(self, method: str, *args: Any) -> list[Any]:
+        if method != "sample":
+            raise ConfigError(f"{type(self.run).__name__} trains policy {self.policy_id!r} of a multi-agent run from "
+                              f"sampled batches; '{method}' is not available there")
+        return self.run.policy_results(self.policy_id)
+
+    def spaces(self) -> tuple[Any, Any]:
+        return self._spaces
+
+    def stop(self) -> None:
+        """The run's workers are stopped by the run."""
+
+
+class MultiAgent(Learner):
+    """A multi-agent run of ``algorithm_class``: the workers, the run's counters and results, and a
+    learner of the algorithm per learned policy (``learners``)."""
+
+    algorithm_class: ClassVar[type[Learner]]
+    setup_: PolicySetup
+    learners: dict[str, Learner]
+
+    def make_workers(self, env_creator: EnvCreator | None) -> WorkerGroup:
+        algorithm = self.algorithm_class
+        if algorithm.make_workers is not LearnerBase.make_workers:
+            raise ConfigError(f"multi-agent training with {algorithm.__name__} is not supported yet: its workers "
+                              "are not the synchronous sampling ones (PPO, PG, A2C, TRPO and DQN train several policies)")
+        cfg = self.config
+        if cfg.model.use_lstm:
+            raise ConfigError("multi-agent training with use_lstm is not supported yet: volley's "
+                              "multi-agent workers act with feed-forward networks")
+        if cfg.batch_mode == "complete_episodes" or getattr(cfg, "sample_async", False):
+            raise ConfigError(f"multi-agent training samples fragments: batch_mode={cfg.batch_mode!r} and "
+                              "sample_async are not supported yet")
+        self.setup_ = PolicySetup.of(cfg)
+        return make_worker_group(cfg, type(self).postprocess, env_creator, setup=self.setup_)
+
+    def _set_up(self, config: AlgorithmConfig) -> None:
+        self.device = torch.device("cpu")
+        self._start_counters(config)
+        self.agent_timesteps_total = 0
+        self._agent_steps_this_iter = 0
+        self._pending: dict[str, list[SampleResult]] = {}
+        self.policy_spaces = self.workers.spaces()
+        self.learners = {}
+        for policy_id in self.setup_.configs:
+            self.learners[policy_id] = self._policy_learner(policy_id)
+        self.by_hand = {policy_id: entry.policy_class(self.policy_spaces[policy_id][0], self.policy_spaces[policy_id][1],
+                                                      entry.overrides)
+                        for policy_id, entry in self.setup_.policy_map.entries.items() if entry.policy_class is not None}
+        self.eval_workers = None
+        if config.evaluation_num_workers:
+            raise ConfigError("multi-agent evaluation workers are not supported yet: set evaluation_num_workers=0 "
+                              "(algo.evaluate() plays on the driver)")
+        if self.is_driver:
+            self.hooks("on_algorithm_init", algorithm=self)
+
+    def _policy_learner(self, policy_id: str) -> Learner:
+        """An ordinary learner of the algorithm for ``policy_id``, on its view of the workers; seeded
+        apart from the others, so that policies of one architecture start from different weights."""
+        index = list(self.setup_.policy_map.entries).index(policy_id)
+        config = self.setup_.configs[policy_id].copy(copy_frozen=False).update(
+            seed=self.config.seed + 7919 * index, callbacks_class=None, create_env_on_driver=False,
+            evaluation_num_workers=0, evaluation_interval=None)
+        return self.algorithm_class(config, workers=PolicyWorkers(self, policy_id, self.policy_spaces[policy_id]))
+
+    # -- sampling and the training step ----------------------------------------------------------
+
+    def policy_results(self, policy_id: str) -> list[SampleResult]:
+        """The workers' results for ``policy_id`` not yet read, sampling with every policy if there are none."""
+        if policy_id not in self._pending:
+            self._sample_all()
+        return self._pending.pop(policy_id)
+
+    def _sample_all(self) -> None:
+        start = time.perf_counter()
+        weights = {policy_id: learner.policy.get_flat_weights() for policy_id, learner in self.learners.items()}
+        filters: dict[str, FilterStats | None] = {p: learner.filter_stats for p, learner in self.learners.items()}
+        samples: list[MultiAgentSample] = self.workers.call("sample", weights, filters, None)
+        self._sample_time += time.perf_counter() - start
+        self._pending = {policy_id: [s.policies[policy_id] for s in samples] for policy_id in self.learners}
+        for sample in samples:
+            self._returns_this_iter.extend(sample.episode_returns.tolist())
+            self._lengths_this_iter.extend(sample.episode_lengths.tolist())
+            self._recent_returns.extend(sample.episode_returns.tolist())
+            self._recent_lengths.extend(sample.episode_lengths.tolist())
+            by_agents = self.config.count_steps_by == "agent_steps"
+            self._steps_this_iter += sample.agent_steps if by_agents else sample.env_steps
+            self._agent_steps_this_iter += sample.agent_steps
+            for policy_id, result in sample.policies.items():  # the returns of every policy, trained or not
+                if policy_id not in self.learners:
+                    self._policy_returns.setdefault(policy_id, []).extend(result.episode_returns.tolist())
+
+    def training_step(self) -> dict[str, Any]:
+        """Sample with every policy, then each policy to train learns from its part of the sample by
+        its algorithm's own training step; returns each one's statistics by policy id."""
+        self._sample_all()
+        stats = {}
+        for policy_id, learner in self.learners.items():
+            if self.setup_.policy_map.trains(policy_id) and any(len(r.batch) for r in self._pending[policy_id]):
+                learner.iteration = self.iteration
+                stats[policy_id] = learner.training_step()
+                learner.timesteps_total += learner._steps_this_iter  # each learner's schedules run on its own steps
+                learner._steps_this_iter = 0
+            elif policy_id in self._pending:  # untrained: its agents' episodes still count in its returns
+                learner._merge(self._pending.pop(policy_id))
+        self._pending = {}
+        return stats
+
+    # -- results -------------------------------------------------------------------------------
+
+    def train(self) -> dict[str, Any]:
+        """One iteration (:meth:`volley.learner.loop.Learner.train`), its result with RLlib's per-policy keys."""
+        self._policy_returns: dict[str, list[float]] = {}
+        return super().train()
+
+    def close_iteration(self, took: float, stats: dict[str, Any], evaluation: dict[str, Any] | None) -> dict[str, Any]:
+        """The run's result, with RLlib's multi-agent keys: ``policy_reward_mean`` / ``_min`` / ``_max``
+        and ``hist_stats/policy_<id>_reward`` per policy, ``agent_timesteps_total``, and each trained
+        policy's statistics under ``learner/<id>`` (RLlib's ``info/learner/<id>``)."""
+        self.agent_timesteps_total += self._agent_steps_this_iter
+        self._agent_steps_this_iter = 0
+        result = super().close_iteration(took, {}, evaluation)
+        returns = {policy_id: list(learner._recent_returns) for policy_id, learner in self.learners.items()}
+        returns.update(self._policy_returns)
+        summary = {policy_id: np.asarray(r) for policy_id, r in returns.items() if r}
+        result["policy_reward_mean"] = {p: float(r.mean()) for p, r in summary.items()}
+        result["policy_reward_min"] = {p: float(r.min()) for p, r in summary.items()}
+        result["policy_reward_max"] = {p: float(r.max()) for p, r in summary.items()}
+        result.setdefault("hist_stats", {}).update({f"policy_{p}_reward": r.tolist() for p, r in summary.items()})
+        result["agent_timesteps_total"] = self.agent_timesteps_total
+        result["learner"] = stats
+        result["learners"] = stats
+        result["info"] = {"learner": {p: {"learner_stats": s} for p, s in stats.items()}}
+        return result
+
+    # -- the policy API ----------------------------------------------------------------------------
+
+    def get_policy(self, policy_id: str = DEFAULT_POLICY) -> Network | Policy:  # type: ignore[override]
+        """Policy ``policy_id``: a learned one's torch network, or the hand-written policy's instance."""
+        if policy_id in self.learners:
+            return self.learners[policy_id].policy
+        if policy_id in self.by_hand:
+            return self.by_hand[policy_id]
+        raise ConfigError(f"no policy {policy_id!r}: the run's policies are {sorted(self.setup_.policy_map.entries)}")
+
+    def compute_single_action(self, observation: Any = None, state: list | None = None, *,
+                              policy_id: str = DEFAULT_POLICY, **kwargs: Any) -> Any:
+        """The action of policy ``policy_id`` for one agent's observation (RLlib's call)."""
+        if policy_id in self.by_hand:
+            return self.by_hand[policy_id].compute_single_action(observation, state)[0]
+        if policy_id not in self.learners:
+            self.get_policy(policy_id)  # says which ids there are
+        return self.learners[policy_id].compute_single_action(observation, state, **kwargs)
+
+    def add_policy(self, policy_id: str, policy_cls: type | None = None, *, observation_space: Any = None,
+                   action_space: Any = None, config: dict[str, Any] | None = None, policy_spec: PolicySpec | None = None,
+                   policy_mapping_fn: Callable[..., str] | None = None,
+                   policies_to_train: Iterable[str] | Callable[..., bool] | None = None,
+                   policy_state: dict[str, Any] | None = None, **_: Any) -> Network | Policy:
+        """RLlib's ``add_policy`` while training: a new policy (a learned one of the run's algorithm, or a
+        hand-written ``policy_cls``), and the mapping and set to train from now on. ``policy_state``:
+        RLlib's ``policy.get_state()`` of another policy, whose weights it starts from (self-play
+        leagues add frozen snapshots of the learner so)."""
+        if policy_id in self.setup_.policy_map.entries:
+            raise ConfigError(f"add_policy: policy {policy_id!r} exists already")
+        spec = policy_spec or PolicySpec(policy_cls, observation_space, action_space, config)
+        described = policies_value({policy_id: spec})[policy_id]  # type: ignore[index]
+        entry = PolicyEntry(policy_id, spec.policy_class if spec.policy_class is None or isinstance(
+            spec.policy_class, type) else None, spec.observation_space, spec.action_space, described["config"])
+        policy_map = self.setup_.policy_map.with_policy(entry, policy_mapping_fn, policies_to_train)
+        self._change_policies(policy_map, {policy_id: described})
+        if entry.learned:
+            self.learners[policy_id] = self._policy_learner(policy_id)
+            if policy_state is not None and "weights" in policy_state:
+                self.learners[policy_id].policy.set_weights(policy_state["weights"])
+        else:
+            obs_space, act_space = self.policy_spaces[policy_id]
+            self.by_hand[policy_id] = entry.policy_class(obs_space, act_space, entry.overrides)  # type: ignore[misc]
+        return self.get_policy(policy_id)
+
+    def remove_policy(self, policy_id: str, *, policy_mapping_fn: Callable[..., str] | None = None,
+                      policies_to_train: Iterable[str] | Callable[..., bool] | None = None, **_: Any) -> None:
+        """RLlib's ``remove_policy``: the policy is dropped from the run, its agents mapped anew."""
+        if policy_id not in self.setup_.policy_map.entries:
+            self.get_policy(policy_id)
+        self._change_policies(self.setup_.policy_map.without_policy(policy_id, policy_mapping_fn, policies_to_train),
+                              {policy_id: None})
+        self.learners.pop(policy_id, None)
+        self.by_hand.pop(policy_id, None)
+
+    def _change_policies(self, policy_map: PolicyMap, changed: dict[str, dict[str, Any] | None]) -> None:
+        """The run's config and workers take ``policy_map``; ``changed`` holds the config's entries."""
+        policies = {p: e for p, e in {**(self.config.policies or {}), **changed}.items() if e is not None}
+        config = self.config.copy(copy_frozen=False)
+        vars(config)["policies"] = policies  # the entries, already in the config's form
+        config.freeze()
+        self.config = config
+        self.setup_ = PolicySetup.of(config, policy_map)
+        self.workers.call("set_policies", self.setup_)
+        self.policy_spaces = {**self.workers.spaces(), **self.policy_spaces}
+
+    # -- checkpoints -------------------------------------------------------------------------------
+
+    def checkpoint_state(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+        """The run's counters, and each learned policy's whole learner state under its id."""
+        tensors: dict[str, torch.Tensor] = {"rng.torch": torch.get_rng_state()}
+        policies = {}
+        for policy_id, learner in self.learners.items():
+            learner_tensors, policies[policy_id] = learner.checkpoint_state()
+            tensors.update({f"policies.{policy_id}.{k}": v for k, v in learner_tensors.items()})
+        state = {"iteration": self.iteration, "timesteps_total": self.timesteps_total,
+                 "agent_timesteps_total": self.agent_timesteps_total, "episodes_total": self.episodes_total,
+                 "time_total_s": self.time_total_s, "recent_returns": list(self._recent_returns),
+                 "recent_lengths": list(self._recent_lengths), "rng": self.rng.bit_generator.state,
+                 "policies": policies}
+        return tensors, state
+
+    def load_checkpoint_state(self, tensors: dict[str, torch.Tensor], state: dict[str, Any], path: Any) -> None:
+        for policy_id, learner in self.learners.items():
+            if policy_id not in state["policies"]:
+                raise ConfigError(f"checkpoint '{path}' holds no policy {policy_id!r} (it holds "
+                                  f"{sorted(state['policies'])})")
+            prefix = f"policies.{policy_id}."
+            own = {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
+            learner.load_checkpoint_state(own, state["policies"][policy_id], path)
+        torch.set_rng_state(tensors["rng.torch"])
+        self.rng.bit_generator.state = state["rng"]
+        self.iteration, self.timesteps_total = state["iteration"], state["timesteps_total"]
+        self.agent_timesteps_total = state["agent_timesteps_total"]
+        self.episodes_total, self.time_total_s = state["episodes_total"], state["time_total_s"]
+        self._recent_returns.extend(state["recent_returns"])
+        self._recent_lengths.extend(state["recent_lengths"])
+
+    # -- evaluation ----------------------------------------------------------------------------------
+
+    def play_evaluation(self, num_episodes: int | None = None, before_step: Callable[[], None] | None = None
+                        ) -> dict[str, Any]:
+        """Whole episodes on the driver's own multi-agent environment, every policy acting with its
+        most likely actions (unless the evaluation config explores); returns summed over agents."""
+        from volley.learner.evaluation import episodes_of, summarize_episodes
+        from volley.rollout.multi_agent import MultiAgentRolloutWorker
+
+        start = time.perf_counter()
+        cfg = self.config
+        if self._driver_worker is None:
+            self._driver_worker = MultiAgentRolloutWorker(  # type: ignore[assignment]
+                cfg.evaluation_settings(), 0, type(self).postprocess, registered_creator(cfg.env), num_envs=1,
+                seed_offset=EVAL_SEED_OFFSET, plan=self.workers.plan, setup=self.setup_)
+        by_steps = num_episodes is None and cfg.evaluation_duration_unit == "timesteps"
+        amount = num_episodes or cfg.evaluation_duration
+        weights = {policy_id: learner.policy.get_flat_weights() for policy_id, learner in self.learners.items()}
+        filters = {policy_id: learner.filter_stats for policy_id, learner in self.learners.items()}
+        results = [self._driver_worker.evaluate(weights, filters, None if by_steps else amount,  # type: ignore[union-attr, arg-type]
+                                                amount if by_steps else None)]
+        flat = {**summarize_episodes(episodes_of(results)), "time_s": time.perf_counter() - start}
+        return {**flat, "evaluation": dict(flat)}
+
+    def stop(self) -> None:
+        if self._driver_worker is not None:
+            self._driver_worker.stop()
+            self._driver_worker = None
+        super().stop()
+
+
+@cache
+def multi_agent_class(algorithm: type[Learner]) -> type[MultiAgent]:
+    """The class of multi-agent runs of ``algorithm``: named as it is (checkpoints and results name
+    the algorithm), an instance of it, and its :class:`MultiAgent` methods first."""
+    return type(algorithm.__name__, (MultiAgent, algorithm), {"algorithm_class": algorithm, "multi_agent": True,
+                                                              "__module__": algorithm.__module__})
+

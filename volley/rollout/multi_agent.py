@@ -1,0 +1,425 @@
+"""MultiAgentRolloutWorker: multi-agent environments and a copy of every policy, producing one batch
+per policy.
+
+Each step the worker gathers the observation of every agent that must act, in every one of its
+environments, groups them by the policy each agent is mapped to, and makes **one** forward pass
+per policy over its group (a learned policy in numpy where its network has a numpy twin, a
+hand-written one through its ``compute_actions``). Agents are mapped once per episode by the
+config's ``policy_mapping_fn``. Their trajectories (:mod:`volley.rollout.agents`) are cut per
+agent, and each policy's are postprocessed by the algorithm's own ``postprocess`` (GAE per agent)
+into the :class:`SampleResult` the policy's learner reads, as a single-agent worker's would be.
+
+Environment ``j`` of the worker in slot ``s`` has global index ``s·N + j`` and is seeded
+``seed + index`` on its first reset; each policy draws its actions from a stream of its own, seeded
+from (seed, slot, policy), so a run is a function of its config and seed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import gymnasium as gym
+import numpy as np
+
+from volley.acting import NumpyActor
+from volley.callbacks import EnvContext, EpisodeRecord
+from volley.config import AlgorithmConfig, RolloutPlan
+from volley.envs import EnvCreator, env_actions
+from volley.errors import EnvError
+from volley.multi_agent_env import (
+    agent_spaces,
+    checked_output,
+    make_multi_agent_env,
+    possible_agent_ids,
+)
+from volley.network_spec import NetworkSpec
+from volley.policies import PolicySetup
+from volley.rollout.agents import AgentTrajectory, Transition, policy_columns
+from volley.rollout.batch import Batch
+from volley.rollout.filters import FilterStats, make_filter
+from volley.rollout.worker import Postprocess, SampleResult, env_major
+
+if TYPE_CHECKING:
+    from volley.models import Policy as TorchPolicy
+    from volley.rllib_policies import Policy
+
+
+class RowStreams:
+    """The random stream one policy acts from on one worker: ``rows`` draws a step, one per agent
+    acting with it (a :class:`volley.heads.RandomStreams` over agents instead of environments)."""
+
+    def __init__(self, seed: int, key: list[int]) -> None:
+        self.generator = np.random.default_rng([seed, *key])
+        self.rows = 0
+        self.torch_seed = int(np.random.SeedSequence([seed, *key, 1]).generate_state(1)[0])
+        self.torch_state: Any = None
+
+    def gumbel(self, n: int) -> np.ndarray:
+        return self.generator.gumbel(size=(self.rows, n))
+
+    def normal(self, dim: int) -> np.ndarray:
+        return self.generator.standard_normal((self.rows, dim)).astype(np.float32)
+
+
+class PolicyActor:
+    """One policy on a worker: a learned network (its numpy twin, or the torch network where it has
+    none) with its observation filter, or a hand-written :class:`~volley.rllib_policies.Policy`."""
+
+    def __init__(self, policy_id: str, setup: PolicySetup, spaces: tuple[gym.Space, gym.Space],
+                 streams: RowStreams) -> None:
+        self.policy_id = policy_id
+        entry = setup.policy_map.entries[policy_id]
+        self.observation_space, self.action_space = spaces
+        self.config = setup.configs.get(policy_id)
+        self.streams = streams
+        self.by_hand: Policy | None = None
+        self._torch: TorchPolicy | None = None
+        self._weights: np.ndarray | None = None
+        if entry.policy_class is not None:
+            self.by_hand = entry.policy_class(*spaces, entry.overrides)
+            return
+        self.spec: NetworkSpec = setup.networks[policy_id].with_spaces(*spaces)
+        self.preprocess = self.spec.observation
+        self.actor = NumpyActor.of(self.spec)
+        assert self.config is not None
+        self.obs_filter = make_filter(self.config.observation_filter, self.preprocess)
+
+    @property
+    def network(self) -> NumpyActor | TorchPolicy:
+        """What acts: the numpy twin, or the torch network built on first use where there is none."""
+        if self.actor is not None:
+            return self.actor
+        if self._torch is None:
+            from volley.catalog import build_network
+
+            self._torch = build_network(self.spec)
+            self._torch.eval()
+            if self._weights is not None:
+                self._torch.set_flat_weights(self._weights)
+        return self._torch
+
+    def load(self, weights: np.ndarray | None, filters: FilterStats | None) -> None:
+        if self.by_hand is not None or weights is None or weights is self._weights:
+            return
+        self._weights = weights
+        if self._torch is not None:
+            self._torch.set_flat_weights(weights)
+        elif self.actor is not None:
+            self.actor.load(weights)
+        if filters is not None and filters.obs is not None:
+            self.obs_filter.set_stats(filters.obs)
+
+    def observe(self, raw: list[Any], update: bool) -> np.ndarray:
+        """The filtered network inputs ``[B, ...]`` of raw observations (``update``: the filter learns them)."""
+        empty = gym.vector.utils.create_empty_array(self.observation_space, len(raw))
+        batched = gym.vector.utils.concatenate(self.observation_space, raw, empty)  # type: ignore[arg-type]
+        return self.obs_filter(self.preprocess(batched, len(raw)), update=update)
+
+    def act(self, obs: np.ndarray, explore: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Actions, log-probabilities and values ``[B]`` for filtered observations ``obs``."""
+        self.streams.rows = len(obs)
+        actions, dist_inputs, values, _ = self.network.act(obs, [], self.streams, explore, None)
+        return actions, self.network.log_prob(dist_inputs, actions), values
+
+    def values(self, obs: np.ndarray) -> np.ndarray:
+        """Values ``[B]`` of filtered observations (the mode is taken: no random draw)."""
+        self.streams.rows = len(obs)
+        return self.network.act(obs, [], self.streams, False, None)[2]
+
+    def act_by_hand(self, raw: list[Any], states: list[list[Any]]) -> tuple[list[Any], list[list[Any]]]:
+        """A hand-written policy's actions for raw observations, and each agent's next state."""
+        assert self.by_hand is not None
+        batches = [np.asarray(column) for column in zip(*states, strict=True)] if states and states[0] else []
+        obs = np.stack([np.asarray(o) for o in raw]) if not isinstance(self.observation_space, gym.spaces.Dict) else raw
+        actions, state_out, _ = self.by_hand.compute_actions(obs, batches)
+        state_rows = [list(row) for row in zip(*state_out, strict=True)] if state_out else [[] for _ in raw]
+        return list(actions), state_rows
+
+
+@dataclass
+class AgentEpisode:
+    """What RLlib's mapping functions and hand-written policies read of an episode: its id (random,
+    as RLlib's), environment, length and rewards so far."""
+
+    episode_id: int
+    env_id: int
+    length: int = 0
+    total_reward: float = 0.0
+    agent_rewards: dict[Any, float] = field(default_factory=dict)
+    user_data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class MultiAgentSample:
+    """What one multi-agent worker returns per iteration: a :class:`SampleResult` per policy that
+    had agents acting (its agents' episode returns as ``episode_returns``, its agent steps as
+    ``env_steps``), and the environments' own episodes (returns summed over agents)."""
+
+    policies: dict[str, SampleResult]
+    episode_returns: np.ndarray
+    episode_lengths: np.ndarray
+    env_steps: int
+    agent_steps: int
+    env_errors: int = 0
+    episode_metrics: list[EpisodeRecord] = field(default_factory=list)
+
+
+class MultiAgentRolloutWorker:
+    """Owns ``num_envs_per_worker`` multi-agent environments and samples them with every policy."""
+
+    def __init__(self, config: AlgorithmConfig, worker_index: int, postprocess: Postprocess,
+                 env_creator: EnvCreator | None = None, num_envs: int | None = None, seed_offset: int = 0,
+                 render_mode: str | None = None, *, plan: RolloutPlan, setup: PolicySetup,
+                 slot: int | None = None) -> None:
+        self.config = config
+        self.worker_index = worker_index
+        self.num_workers = plan.num_workers
+        self.postprocess = postprocess
+        self.setup = setup
+        self.num_envs = num_envs or plan.num_envs_per_worker
+        self.fragment_length = plan.fragment_length
+        first = seed_offset + (worker_index if slot is None else slot) * self.num_envs
+        self.env_indices = list(range(first, first + self.num_envs))
+        self.envs = [make_multi_agent_env(config.env, EnvContext(config.env_config, worker_index, j, self.num_workers),
+                                          env_creator) for j in range(self.num_envs)]
+        self._slot = first
+        self._rng = np.random.default_rng([config.seed, first, 2])  # episode ids
+        self.actors = {policy_id: PolicyActor(policy_id, setup, spaces, RowStreams(config.seed, [first, k]))
+                       for k, (policy_id, spaces) in enumerate(self.policy_spaces().items())}
+        self._obs: list[dict[Any, Any]] | None = None  # each environment's observations of agents to act
+        self._episodes: list[AgentEpisode] = []
+        self._agents: list[dict[Any, AgentTrajectory]] = []  # each environment's agents this episode
+        self._states: list[dict[Any, list[Any]]] = []  # hand-written policies' per-agent states
+        self._done: list[set[Any]] = []
+
+    # -- policies and their spaces ---------------------------------------------------------
+
+    def policy_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
+        """Each policy's observation and action space: its PolicySpec's, else those of the first agent
+        mapped to it, else (no agent mapped to it yet) the one space every agent shares. A policy
+        shared by agents whose spaces differ is refused, naming both."""
+        env = self.envs[0]
+        agents = possible_agent_ids(env)
+        self._known = set(agents)
+        found: dict[str, tuple[gym.Space, gym.Space]] = {}
+        for agent_id in agents:
+            policy_id = self.setup.policy_map.policy_of(agent_id, None, self)
+            spaces = agent_spaces(env, agent_id)
+            if policy_id in found and found[policy_id] != spaces:
+                raise EnvError(f"policy {policy_id!r} acts for agents with different spaces: agent {agent_id!r} has "
+                               f"{spaces[0]} / {spaces[1]}, another {found[policy_id][0]} / {found[policy_id][1]}; "
+                               "map them to policies of their own, or give the policy's spaces in its PolicySpec")
+            found.setdefault(policy_id, spaces)
+        every = [agent_spaces(env, agent_id) for agent_id in agents]
+        shared = every[0] if every and all(spaces == every[0] for spaces in every) else None
+        result = {}
+        for policy_id, entry in self.setup.policy_map.entries.items():
+            inferred = found.get(policy_id) or shared
+            obs_space = entry.observation_space or (inferred[0] if inferred else None)
+            act_space = entry.action_space or (inferred[1] if inferred else None)
+            if obs_space is None or act_space is None:
+                raise EnvError(f"policy {policy_id!r}: no agent of {type(env).__name__} is mapped to it and its "
+                               "PolicySpec gives no observation_space/action_space; give them there")
+            result[policy_id] = (obs_space, act_space)
+        return result
+
+    def spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
+        return {policy_id: (actor.observation_space, actor.action_space) for policy_id, actor in self.actors.items()}
+
+    def set_policies(self, setup: PolicySetup) -> None:
+        """Take a changed set of policies (RLlib's ``add_policy``/``remove_policy``): new actors for new
+        ids, the others kept with their weights; running episodes are remapped at their next reset."""
+        self.setup = setup
+        spaces = self.policy_spaces()
+        self.actors = {policy_id: self.actors.get(policy_id) or PolicyActor(
+            policy_id, setup, spaces[policy_id], RowStreams(self.config.seed, [self._slot, 1000 + k]))
+            for k, policy_id in enumerate(setup.policy_map.entries)}
+
+    # -- sampling ----------------------------------------------------------------------------
+
+    def _load(self, weights: dict[str, np.ndarray], filters: dict[str, FilterStats | None]) -> None:
+        for policy_id, actor in self.actors.items():
+            actor.load(weights.get(policy_id), filters.get(policy_id))
+
+    def _reset(self, j: int) -> None:
+        """Start environment ``j``'s next episode (seeded by its global index on its first)."""
+        seed = self.config.seed + self.env_indices[j] if len(self._episodes) < self.num_envs else None
+        obs, _ = checked_output(self.envs[j], "reset", self.envs[j].reset(seed=seed), self._known)
+        episode = AgentEpisode(int(self._rng.integers(2**62)), j)
+        if j < len(self._episodes):
+            self._episodes[j], self._agents[j], self._states[j], self._done[j] = episode, {}, {}, set()
+        else:
+            self._episodes.append(episode)
+            self._agents.append({})
+            self._states.append({})
+            self._done.append(set())
+        assert self._obs is not None
+        self._obs[j] = obs
+
+    def _agent(self, j: int, agent_id: Any) -> AgentTrajectory:
+        """Agent ``agent_id`` of environment ``j`` this episode, mapped to its policy on first sight."""
+        agent = self._agents[j].get(agent_id)
+        if agent is None:
+            policy_id = self.setup.policy_map.policy_of(agent_id, self._episodes[j], self)
+            agent = self._agents[j][agent_id] = AgentTrajectory(policy_id)
+            by_hand = self.actors[policy_id].by_hand
+            if by_hand is not None:
+                self._states[j][agent_id] = by_hand.get_initial_state()
+        return agent
+
+    def _step_all(self, explore: bool, training: bool, finished: list[AgentTrajectory],
+                  returns: list[float], lengths: list[int]) -> tuple[int, int]:
+        """One forward pass per policy over the agents that act, then one step of every environment;
+        returns the environment and agent steps taken."""
+        assert self._obs is not None
+        groups: dict[str, list[tuple[int, Any, Any]]] = {}
+        for j, observations in enumerate(self._obs):
+            for agent_id, raw in observations.items():
+                groups.setdefault(self._agent(j, agent_id).policy_id, []).append((j, agent_id, raw))
+        actions: list[dict[Any, Any]] = [{} for _ in self.envs]
+        agent_steps = 0
+        for policy_id, group in groups.items():
+            actor = self.actors[policy_id]
+            raw = [r for _, _, r in group]
+            agent_steps += len(group)
+            if actor.by_hand is not None:
+                chosen, states = actor.act_by_hand(raw, [self._states[j][a] for j, a, _ in group])
+                for (j, agent_id, _), action, state in zip(group, chosen, states, strict=True):
+                    actions[j][agent_id], self._states[j][agent_id] = action, state
+                continue
+            obs = actor.observe(raw, update=training)
+            sampled, logp, values = actor.act(obs, explore)
+            cfg = self.config
+            for k, (j, agent_id, _) in enumerate(group):
+                agent = self._agents[j][agent_id]
+                if agent.closed and agent.closed[-1].next_obs is None:  # the observation its last step led to
+                    agent.closed[-1].next_obs = obs[k]
+                agent.open = Transition(obs[k], sampled[k], float(logp[k]), float(values[k]))
+            for k, action in enumerate(env_actions(sampled, actor.action_space, cfg.normalize_actions,
+                                                   cfg.clip_actions)):
+                j, agent_id, _ = group[k]
+                actions[j][agent_id] = action
+        for j, env in enumerate(self.envs):
+            self._step_env(j, env, actions[j], finished, returns, lengths)
+        return len(self.envs), agent_steps
+
+    def _step_env(self, j: int, env: Any, actions: dict[Any, Any], finished: list[AgentTrajectory],
+                  returns: list[float], lengths: list[int]) -> None:
+        """Step environment ``j`` with its agents' ``actions``: rewards to each agent's open step, which
+        closes when the agent observes again or is done; the episode ends with ``"__all__"``."""
+        assert self._obs is not None
+        obs, rewards, terminateds, truncateds, _ = checked_output(env, "step", env.step(actions), self._known)
+        episode = self._episodes[j]
+        episode.length += 1
+        for agent_id, reward in rewards.items():
+            reward = float(reward)
+            if not math.isfinite(reward):
+                raise EnvError(f"environment '{self.config.env}' gave agent {agent_id!r} the reward {reward}")
+            agent = self._agent(j, agent_id)
+            agent.episode_return += reward
+            episode.total_reward += reward
+            episode.agent_rewards[agent_id] = episode.agent_rewards.get(agent_id, 0.0) + reward
+            if agent.open is not None:
+                agent.open.reward += reward
+        all_terminated, all_truncated = bool(terminateds["__all__"]), bool(truncateds.get("__all__", False))
+        ended = all_terminated or all_truncated
+        seen = set(obs) | set(terminateds) | set(truncateds) | (set(self._agents[j]) if ended else set())
+        for agent_id in seen - {"__all__"} - self._done[j]:
+            agent = self._agent(j, agent_id)
+            terminated = bool(terminateds.get(agent_id, False)) or all_terminated
+            truncated = (bool(truncateds.get(agent_id, False)) or all_truncated) and not terminated
+            if agent.open is not None and (agent_id in obs or terminated or truncated):
+                agent.close(None, terminated, truncated)  # type: ignore[arg-type]
+            if not (terminated or truncated):
+                continue
+            self._done[j].add(agent_id)
+            if agent.closed and agent.closed[-1].next_obs is None:  # its final observation (or, without one, its last)
+                last, final, actor = agent.closed[-1], obs.get(agent_id), self.actors[agent.policy_id]
+                last.next_obs = last.obs if final is None else actor.observe([final], update=False)[0]
+        if ended:
+            finished.extend(self._agents[j].values())
+            returns.append(episode.total_reward)
+            lengths.append(episode.length)
+            self._reset(j)
+        else:
+            self._obs[j] = {agent_id: o for agent_id, o in obs.items() if agent_id not in self._done[j]}
+
+    def sample(self, weights: dict[str, np.ndarray], filters: dict[str, FilterStats | None],
+               num_episodes: int | None = None) -> MultiAgentSample:
+        """Load every policy's weights and filters, then sample one fragment (``rollout_fragment_length``
+        environment or agent steps per environment, as ``count_steps_by`` says) or, with
+        ``num_episodes``, until that many episodes have ended."""
+        self._load(weights, filters)
+        if self._obs is None:
+            self._obs = [{} for _ in self.envs]
+            for j in range(self.num_envs):
+                self._reset(j)
+        finished: list[AgentTrajectory] = []
+        returns: list[float] = []
+        lengths: list[int] = []
+        env_steps = agent_steps = 0
+        target = self.fragment_length * self.num_envs
+        by_agents = self.config.count_steps_by == "agent_steps"
+        while (len(returns) < num_episodes if num_episodes is not None
+               else (agent_steps if by_agents else env_steps) < target):
+            env, agents = self._step_all(self.config.explore, True, finished, returns, lengths)
+            env_steps, agent_steps = env_steps + env, agent_steps + agents
+        running = [agent for agents in self._agents for agent in agents.values()]
+        return MultiAgentSample(self._policy_results(finished, running), np.asarray(returns, np.float32),
+                                np.asarray(lengths, np.int64), env_steps, agent_steps)
+
+    def _policy_results(self, finished: list[AgentTrajectory], running: list[AgentTrajectory]
+                        ) -> dict[str, SampleResult]:
+        """Each trained policy's batch from its agents' closed steps (those of running agents are
+        taken, their open steps kept), with the returns of its agents whose episodes ended."""
+        assert self._obs is not None
+        for j, agents in enumerate(self._agents):  # the fragment ends: closed steps the agent has not acted after yet
+            for agent_id, agent in agents.items():
+                if agent.closed and agent.closed[-1].next_obs is None:
+                    agent.closed[-1].next_obs = self.actors[agent.policy_id].observe([self._obs[j][agent_id]], False)[0]
+        trained = [agent for agent in finished + running if self.setup.policy_map.trains(agent.policy_id)]
+        columns = policy_columns(trained, lambda policy_id, obs: self.actors[policy_id].values(obs))
+        results = {}
+        for policy_id, actor in self.actors.items():
+            ended = [agent for agent in finished if agent.policy_id == policy_id]
+            batch = Batch()
+            steps = 0
+            if policy_id in columns:
+                assert actor.config is not None
+                processed = self.postprocess(columns[policy_id], actor.config)
+                valid = processed.pop("valid").T
+                batch = Batch({key: env_major(value, valid) for key, value in processed.items()})
+                steps = len(batch)
+            delta = actor.obs_filter.pop_delta() if actor.by_hand is None else None
+            results[policy_id] = SampleResult(
+                batch, np.array([a.episode_return for a in ended], np.float32),
+                np.array([len(a.closed) for a in ended], np.int64),
+                None if delta is None else FilterStats(delta, None), steps)
+        for agent in running:
+            agent.closed = []
+        return results
+
+    def evaluate(self, weights: dict[str, np.ndarray], filters: dict[str, FilterStats | None],
+                 num_episodes: int | None = None, num_steps: int | None = None, before_step: Any = None
+                 ) -> tuple[np.ndarray, np.ndarray, list[EpisodeRecord]]:
+        """Play whole episodes (``num_episodes``, or until ``num_steps`` environment steps) with the
+        policies' most likely actions unless ``config.explore``; returns their returns (summed over
+        agents) and lengths."""
+        self._load(weights, filters)
+        self._obs = [{} for _ in self.envs]
+        for j in range(self.num_envs):
+            self._reset(j)
+        returns: list[float] = []
+        lengths: list[int] = []
+        steps = 0
+        while (len(returns) < (num_episodes or 1)) if num_steps is None else (steps < num_steps or not returns):
+            steps += self._step_all(self.config.explore, False, [], returns, lengths)[0]
+        self._obs = None
+        return np.asarray(returns), np.asarray(lengths), []
+
+    def stop(self) -> None:
+        for env in self.envs:
+            env.close()
+
