@@ -87,13 +87,18 @@ POLICY_CLASSES = NamedObjects("policy class", "policies", "PolicySpec(policy_cla
                               "pass the class itself", lambda obj, _: isinstance(obj, type))
 
 
+_FIELDS = ("policy_class", "observation_space", "action_space", "config")
+
+
 def policies_value(value: Any) -> dict[str, dict[str, Any]] | None:
     """The config's form of RLlib's ``policies``: a set (list, tuple) of ids, or a dict of ids to a
     :class:`PolicySpec`, RLlib's tuple ``(policy_class, obs_space, act_space, config)`` or None;
     each becomes ``{"policy_class": name or None, "observation_space", "action_space", "config"}``."""
     if value is None:
         return None
-    if isinstance(value, (set, frozenset, list, tuple)):
+    if isinstance(value, (set, frozenset)):  # in a fixed order: a set's varies from process to process
+        value = sorted(value, key=str)
+    if isinstance(value, (list, tuple)):
         value = {policy_id: None for policy_id in value}
     if not isinstance(value, Mapping):
         raise ConfigError(f"multi_agent(policies=...) takes a set of policy ids or a dict of ids to PolicySpec, got "
@@ -102,6 +107,8 @@ def policies_value(value: Any) -> dict[str, dict[str, Any]] | None:
     for policy_id, spec in value.items():
         if not isinstance(policy_id, str):
             raise ConfigError(f"multi_agent(policies=...): policy ids are strings, got {policy_id!r}")
+        if isinstance(spec, Mapping) and set(spec) == set(_FIELDS):  # the config's own form (a checkpoint's)
+            spec = PolicySpec(**{**spec, "config": spec["config"] or {}})
         if spec is None:
             spec = PolicySpec()
         elif isinstance(spec, (tuple, list)) and len(spec) == 4:

@@ -75,7 +75,8 @@ class WorkerRecipe:
         run's is a :class:`MultiAgentRolloutWorker`, which the groups of synchronous sampling host."""
         if self.setup is not None:
             return MultiAgentRolloutWorker(self.config, index, self.postprocess, self.env_creator,
-                                           seed_offset=self.seed_offset, plan=self.plan, setup=self.setup, slot=slot)
+                                           seed_offset=self.seed_offset, plan=self.plan, setup=self.setup, slot=slot,
+                                           callbacks_class=self.callbacks_class)
         return self.build_rollout_worker(index, slot)
 
     def build_rollout_worker(self, index: int, slot: int | None = None) -> RolloutWorker:

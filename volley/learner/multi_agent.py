@@ -166,6 +166,7 @@ class MultiAgent(Learner):
             by_agents = self.config.count_steps_by == "agent_steps"
             self._steps_this_iter += sample.agent_steps if by_agents else sample.env_steps
             self._agent_steps_this_iter += sample.agent_steps
+            self._episode_metrics.add(sample.episode_metrics)
             for policy_id, result in sample.policies.items():  # the returns of every policy, trained or not
                 if policy_id not in self.learners:
                     self._policy_returns.setdefault(policy_id, []).extend(result.episode_returns.tolist())

@@ -24,10 +24,10 @@ import gymnasium as gym
 import numpy as np
 
 from volley.acting import NumpyActor
-from volley.callbacks import EnvContext, EpisodeRecord
+from volley.callbacks import DefaultCallbacks, EnvContext, EpisodeRecord, Hooks
 from volley.config import AlgorithmConfig, RolloutPlan
 from volley.envs import EnvCreator, env_actions
-from volley.errors import EnvError
+from volley.errors import ConfigError, EnvError
 from volley.multi_agent_env import (
     agent_spaces,
     checked_output,
@@ -140,15 +140,43 @@ class PolicyActor:
 
 @dataclass
 class AgentEpisode:
-    """What RLlib's mapping functions and hand-written policies read of an episode: its id (random,
-    as RLlib's), environment, length and rewards so far."""
+    """One episode of a multi-agent environment as RLlib's mapping functions and episode hooks read
+    it: its id (random, as RLlib's), environment, length and rewards so far, each agent's policy
+    and latest observation and reward, and what the hooks keep (``custom_metrics``,
+    ``hist_data``: summarised at the driver; ``user_data``)."""
 
     episode_id: int
     env_id: int
+    worker: Any = None
     length: int = 0
     total_reward: float = 0.0
-    agent_rewards: dict[Any, float] = field(default_factory=dict)
+    agent_rewards: dict[tuple[Any, str], float] = field(default_factory=dict)  # by (agent id, policy id)
+    custom_metrics: dict[str, Any] = field(default_factory=dict)
     user_data: dict[str, Any] = field(default_factory=dict)
+    hist_data: dict[str, list[Any]] = field(default_factory=dict)
+    media: dict[str, Any] = field(default_factory=dict)
+    policies: dict[Any, str] = field(default_factory=dict)  # agent id -> policy id
+    last_obs: dict[Any, Any] = field(default_factory=dict)
+    last_rewards: dict[Any, float] = field(default_factory=dict)
+    last_infos: dict[Any, Any] = field(default_factory=dict)
+
+    def policy_for(self, agent_id: Any = None) -> str:
+        return self.policies[agent_id]
+
+    def last_observation_for(self, agent_id: Any = None) -> Any:
+        return self.last_obs.get(agent_id)
+
+    def last_reward_for(self, agent_id: Any = None) -> float:
+        return self.last_rewards.get(agent_id, 0.0)
+
+    def last_info_for(self, agent_id: Any = None) -> Any:
+        return self.last_infos.get(agent_id)
+
+    def get_agents(self) -> list[Any]:
+        return list(self.policies)
+
+    def record(self) -> EpisodeRecord:
+        return self.custom_metrics, self.hist_data
 
 
 @dataclass
@@ -172,10 +200,17 @@ class MultiAgentRolloutWorker:
     def __init__(self, config: AlgorithmConfig, worker_index: int, postprocess: Postprocess,
                  env_creator: EnvCreator | None = None, num_envs: int | None = None, seed_offset: int = 0,
                  render_mode: str | None = None, *, plan: RolloutPlan, setup: PolicySetup,
-                 slot: int | None = None) -> None:
+                 slot: int | None = None, callbacks_class: type[DefaultCallbacks] | None = None) -> None:
         self.config = config
         self.worker_index = worker_index
         self.num_workers = plan.num_workers
+        kind = "rollout" if seed_offset == 0 else "evaluation"
+        self.hooks = Hooks.of(config.callbacks_class, f" in {kind} worker {worker_index}", callbacks_class)
+        unsupported = [name for name in ("on_episode_created", "on_postprocess_trajectory", "on_sub_environment_created")
+                       if self.hooks.uses(name)]
+        if unsupported:
+            raise ConfigError(f"callbacks {config.callbacks_class} override {unsupported[0]}, which volley's multi-agent "
+                              "workers do not call yet (on_episode_start/_step/_end and on_sample_end they do)")
         self.postprocess = postprocess
         self.setup = setup
         self.num_envs = num_envs or plan.num_envs_per_worker
@@ -193,6 +228,7 @@ class MultiAgentRolloutWorker:
         self._agents: list[dict[Any, AgentTrajectory]] = []  # each environment's agents this episode
         self._states: list[dict[Any, list[Any]]] = []  # hand-written policies' per-agent states
         self._done: list[set[Any]] = []
+        self._records: list[EpisodeRecord] = []  # the custom metrics of the episodes ended since the last sample
 
     # -- policies and their spaces ---------------------------------------------------------
 
@@ -247,7 +283,7 @@ class MultiAgentRolloutWorker:
         """Start environment ``j``'s next episode (seeded by its global index on its first)."""
         seed = self.config.seed + self.env_indices[j] if len(self._episodes) < self.num_envs else None
         obs, _ = checked_output(self.envs[j], "reset", self.envs[j].reset(seed=seed), self._known)
-        episode = AgentEpisode(int(self._rng.integers(2**62)), j)
+        episode = AgentEpisode(int(self._rng.integers(2**62)), j, self)
         if j < len(self._episodes):
             self._episodes[j], self._agents[j], self._states[j], self._done[j] = episode, {}, {}, set()
         else:
@@ -257,6 +293,9 @@ class MultiAgentRolloutWorker:
             self._done.append(set())
         assert self._obs is not None
         self._obs[j] = obs
+        episode.last_obs.update(obs)
+        self.hooks("on_episode_start", worker=self, base_env=self.envs[j], policies=self.actors, episode=episode,
+                   env_index=j)
 
     def _agent(self, j: int, agent_id: Any) -> AgentTrajectory:
         """Agent ``agent_id`` of environment ``j`` this episode, mapped to its policy on first sight."""
@@ -264,6 +303,7 @@ class MultiAgentRolloutWorker:
         if agent is None:
             policy_id = self.setup.policy_map.policy_of(agent_id, self._episodes[j], self)
             agent = self._agents[j][agent_id] = AgentTrajectory(policy_id)
+            self._episodes[j].policies[agent_id] = policy_id
             by_hand = self.actors[policy_id].by_hand
             if by_hand is not None:
                 self._states[j][agent_id] = by_hand.get_initial_state()
@@ -310,9 +350,12 @@ class MultiAgentRolloutWorker:
         """Step environment ``j`` with its agents' ``actions``: rewards to each agent's open step, which
         closes when the agent observes again or is done; the episode ends with ``"__all__"``."""
         assert self._obs is not None
-        obs, rewards, terminateds, truncateds, _ = checked_output(env, "step", env.step(actions), self._known)
+        obs, rewards, terminateds, truncateds, infos = checked_output(env, "step", env.step(actions), self._known)
         episode = self._episodes[j]
         episode.length += 1
+        episode.last_obs.update(obs)
+        episode.last_infos.update(infos)
+        episode.last_rewards = {agent_id: float(reward) for agent_id, reward in rewards.items()}
         for agent_id, reward in rewards.items():
             reward = float(reward)
             if not math.isfinite(reward):
@@ -320,7 +363,8 @@ class MultiAgentRolloutWorker:
             agent = self._agent(j, agent_id)
             agent.episode_return += reward
             episode.total_reward += reward
-            episode.agent_rewards[agent_id] = episode.agent_rewards.get(agent_id, 0.0) + reward
+            key = (agent_id, agent.policy_id)
+            episode.agent_rewards[key] = episode.agent_rewards.get(key, 0.0) + reward
             if agent.open is not None:
                 agent.open.reward += reward
         all_terminated, all_truncated = bool(terminateds["__all__"]), bool(truncateds.get("__all__", False))
@@ -338,10 +382,14 @@ class MultiAgentRolloutWorker:
             if agent.closed and agent.closed[-1].next_obs is None:  # its final observation (or, without one, its last)
                 last, final, actor = agent.closed[-1], obs.get(agent_id), self.actors[agent.policy_id]
                 last.next_obs = last.obs if final is None else actor.observe([final], update=False)[0]
+        self.hooks("on_episode_step", worker=self, base_env=env, policies=self.actors, episode=episode, env_index=j)
         if ended:
             finished.extend(self._agents[j].values())
             returns.append(episode.total_reward)
             lengths.append(episode.length)
+            self.hooks("on_episode_end", worker=self, base_env=env, policies=self.actors, episode=episode,
+                       env_index=j)
+            self._records.append(episode.record())
             self._reset(j)
         else:
             self._obs[j] = {agent_id: o for agent_id, o in obs.items() if agent_id not in self._done[j]}
@@ -367,8 +415,11 @@ class MultiAgentRolloutWorker:
             env, agents = self._step_all(self.config.explore, True, finished, returns, lengths)
             env_steps, agent_steps = env_steps + env, agent_steps + agents
         running = [agent for agents in self._agents for agent in agents.values()]
-        return MultiAgentSample(self._policy_results(finished, running), np.asarray(returns, np.float32),
-                                np.asarray(lengths, np.int64), env_steps, agent_steps)
+        sample = MultiAgentSample(self._policy_results(finished, running), np.asarray(returns, np.float32),
+                                  np.asarray(lengths, np.int64), env_steps, agent_steps, 0, self._records)
+        self._records = []
+        self.hooks("on_sample_end", worker=self, samples=sample)
+        return sample
 
     def _policy_results(self, finished: list[AgentTrajectory], running: list[AgentTrajectory]
                         ) -> dict[str, SampleResult]:
@@ -417,7 +468,8 @@ class MultiAgentRolloutWorker:
         while (len(returns) < (num_episodes or 1)) if num_steps is None else (steps < num_steps or not returns):
             steps += self._step_all(self.config.explore, False, [], returns, lengths)[0]
         self._obs = None
-        return np.asarray(returns), np.asarray(lengths), []
+        records, self._records = self._records, []
+        return np.asarray(returns), np.asarray(lengths), records
 
     def stop(self) -> None:
         for env in self.envs:
