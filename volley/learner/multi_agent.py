@@ -127,12 +127,19 @@ class MultiAgent(Learner):
         self.by_hand = {policy_id: entry.policy_class(self.policy_spaces[policy_id][0], self.policy_spaces[policy_id][1],
                                                       entry.overrides)
                         for policy_id, entry in self.setup_.policy_map.entries.items() if entry.policy_class is not None}
-        self.eval_workers = None
-        if config.evaluation_num_workers:
-            raise ConfigError("multi-agent evaluation workers are not supported yet: set evaluation_num_workers=0 "
-                              "(algo.evaluate() plays on the driver)")
+        self.eval_workers = self.make_eval_workers()
         if self.is_driver:
             self.hooks("on_algorithm_init", algorithm=self)
+
+    def make_eval_workers(self) -> WorkerGroup | None:
+        """``evaluation_num_workers`` multi-agent workers with the evaluation settings (None for 0)."""
+        cfg = self.config
+        if cfg.evaluation_num_workers == 0:
+            return None
+        settings = cfg.evaluation_settings().update(num_workers=cfg.evaluation_num_workers)
+        return make_worker_group(settings, type(self).postprocess, registered_creator(cfg.env),
+                                 seed_offset=EVAL_SEED_OFFSET + 1, setup=self.setup_,
+                                 reserved_cpus=self.workers.plan.num_workers * cfg.num_cpus_per_worker)
 
     def _policy_learner(self, policy_id: str) -> Learner:
         """An ordinary learner of the algorithm for ``policy_id``, on its view of the workers; seeded
@@ -323,7 +330,7 @@ class MultiAgent(Learner):
 
         start = time.perf_counter()
         cfg = self.config
-        if self._driver_worker is None:
+        if self._driver_worker is None and self.eval_workers is None:
             self._driver_worker = MultiAgentRolloutWorker(  # type: ignore[assignment]
                 cfg.evaluation_settings(), 0, type(self).postprocess, registered_creator(cfg.env), num_envs=1,
                 seed_offset=EVAL_SEED_OFFSET, plan=self.workers.plan, setup=self.setup_)
@@ -331,8 +338,13 @@ class MultiAgent(Learner):
         amount = num_episodes or cfg.evaluation_duration
         weights = {policy_id: learner.policy.get_flat_weights() for policy_id, learner in self.learners.items()}
         filters = {policy_id: learner.filter_stats for policy_id, learner in self.learners.items()}
-        results = [self._driver_worker.evaluate(weights, filters, None if by_steps else amount,  # type: ignore[union-attr, arg-type]
-                                                amount if by_steps else None)]
+        if self.eval_workers is None:
+            results = [self._driver_worker.evaluate(weights, filters, None if by_steps else amount,  # type: ignore[union-attr, arg-type]
+                                                    amount if by_steps else None)]
+        else:
+            share = -(-amount // self.eval_workers.num_workers)
+            results = self.eval_workers.call("evaluate", weights, filters, None if by_steps else share,
+                                             share if by_steps else None)
         flat = {**summarize_episodes(episodes_of(results)), "time_s": time.perf_counter() - start}
         return {**flat, "evaluation": dict(flat)}
 

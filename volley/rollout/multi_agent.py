@@ -469,7 +469,8 @@ class MultiAgentRolloutWorker:
             steps += self._step_all(self.config.explore, False, [], returns, lengths)[0]
         self._obs = None
         records, self._records = self._records, []
-        return np.asarray(returns), np.asarray(lengths), records
+        n = len(returns) if num_steps is not None else num_episodes or 1  # several may end on the last step
+        return np.asarray(returns[:n]), np.asarray(lengths[:n]), records[:n]
 
     def stop(self) -> None:
         for env in self.envs:
