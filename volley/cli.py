@@ -430,6 +430,7 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "address", None) is not None:
             use_cluster_auth_token()  # before anything imports Ray
         import_user_modules(getattr(args, "imports", []))
+        import volley.multi_agent_env  # noqa: F401 (registers volley's own multi-agent names: MultiAgentCartPole)
         commands = {"train": _train, "tune": _tune, "bench": _bench, "evaluate": _evaluate,
                     "presets": _presets, "plot": _plot}
         return commands[args.command](args)

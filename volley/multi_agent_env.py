@@ -25,7 +25,7 @@ from typing import Any, Literal
 import gymnasium as gym
 import numpy as np
 
-from volley.envs import check_env_id, registered_creator
+from volley.envs import check_env_id, register_env, registered_creator
 from volley.errors import ConfigError, EnvError, VolleyError, shown
 
 ENV_STATE = "state"  # RLlib's key for a global state in a Dict observation (its centralized critic example)
@@ -461,3 +461,15 @@ def checked_output(env: Any, method: Literal["reset", "step"], output: Any,
             except EnvError as exc:
                 raise EnvError(f"{where} returned an observation for agent {agent!r}, but {exc}") from None
     return tuple(output)
+
+
+# RLlib's example environment, under the name RLlib's examples register it by: ``volley train --env
+# MultiAgentCartPole --set env_config='{"num_agents": 2}'`` (each agent its own CartPole)
+MultiAgentCartPole = make_multi_agent("CartPole-v1")
+register_env("MultiAgentCartPole", MultiAgentCartPole)
+
+
+def policy_per_agent(agent_id: Any, episode: Any = None, worker: Any = None, **kwargs: Any) -> str:
+    """A ``policy_mapping_fn`` a preset or the command line can name
+    (``volley.multi_agent_env:policy_per_agent``): agent ``i`` acts with policy ``"p<i>"``."""
+    return f"p{agent_id}"

@@ -348,6 +348,11 @@ class MultiAgent(Learner):
         flat = {**summarize_episodes(episodes_of(results)), "time_s": time.perf_counter() - start}
         return {**flat, "evaluation": dict(flat)}
 
+    def driver_worker(self) -> Any:
+        """The single-agent driver's environment (``algo.env``, videos) has no multi-agent counterpart yet."""
+        raise ConfigError("videos and algo.env are not supported yet for multi-agent runs (volley evaluate without "
+                          "--video plays the episodes; render_env=False)")
+
     def stop(self) -> None:
         if self._driver_worker is not None:
             self._driver_worker.stop()
