@@ -105,9 +105,6 @@ class MultiAgent(Learner):
             raise ConfigError(f"multi-agent training with {algorithm.__name__} is not supported yet: its workers "
                               "are not the synchronous sampling ones (PPO, PG, A2C, TRPO and DQN train several policies)")
         cfg = self.config
-        if cfg.model.use_lstm:
-            raise ConfigError("multi-agent training with use_lstm is not supported yet: volley's "
-                              "multi-agent workers act with feed-forward networks")
         if cfg.batch_mode == "complete_episodes" or getattr(cfg, "sample_async", False):
             raise ConfigError(f"multi-agent training samples fragments: batch_mode={cfg.batch_mode!r} and "
                               "sample_async are not supported yet")

@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from volley.rollout.batch import STATE_IN
+
 
 @dataclass
 class Transition:
@@ -31,6 +33,11 @@ class Transition:
     terminated: bool = False
     truncated: bool = False
     next_obs: np.ndarray | None = None  # the observation it led to (filtered); None while open
+    # a recurrent network's state before and after the step (one array per tensor), and the previous
+    # action and reward it read (lstm_use_prev_*): empty and None for a feed-forward one
+    state_in: list[np.ndarray] = field(default_factory=list)
+    state_out: list[np.ndarray] = field(default_factory=list)
+    prev: tuple[np.ndarray, float] | None = None
 
 
 @dataclass
@@ -41,23 +48,30 @@ class AgentTrajectory:
     closed: list[Transition] = field(default_factory=list)
     open: Transition | None = None
     episode_return: float = 0.0
+    state: list[np.ndarray] = field(default_factory=list)  # a recurrent network's state for its next step
+    last: tuple[np.ndarray, float] | None = None  # its last closed step's action and reward
 
-    def close(self, next_obs: np.ndarray, terminated: bool, truncated: bool) -> None:
+    def close(self, next_obs: np.ndarray | None, terminated: bool, truncated: bool) -> None:
         """The open transition led to ``next_obs`` (ended there with ``terminated``/``truncated``)."""
         assert self.open is not None
         self.open.next_obs, self.open.terminated, self.open.truncated = next_obs, terminated, truncated
         self.closed.append(self.open)
+        self.last = (self.open.action, self.open.reward)
         self.open = None
 
 
-ValueFn = Callable[[str, np.ndarray], np.ndarray]  # (policy id, filtered observations [B, ...]) -> values [B]
+# (policy id, the last steps of trajectories cut without a terminal) -> the values [B] of the observations
+# they led to (a recurrent network's from the state after each step)
+ValueFn = Callable[[str, list[Transition]], np.ndarray]
 
 
 def policy_columns(trajectories: list[AgentTrajectory], value_of: ValueFn) -> dict[str, dict[str, np.ndarray]]:
     """Each policy's closed transitions as time-major columns ``[R, 1]``: its agents' trajectories end
     to end, ``cuts`` after each. ``next_values`` is the next transition's value within a trajectory,
     0 after a terminal, and at a trajectory's end that is not terminal (a truncation, or the
-    fragment's end) the value of the observation it led to, from ``value_of`` (one call per policy)."""
+    fragment's end) the value of the observation it led to, from ``value_of`` (one call per policy).
+    A recurrent network's rows also hold the state each step started from (``state_in_<k>``) and,
+    where it reads them, the previous action and reward (``prev_actions``, ``prev_rewards``)."""
     by_policy: dict[str, list[AgentTrajectory]] = {}
     for trajectory in trajectories:
         if trajectory.closed:
@@ -74,7 +88,7 @@ def policy_columns(trajectories: list[AgentTrajectory], value_of: ValueFn) -> di
         next_values[:-1] = values[1:]
         ends = last[~terminated[last]]  # cut without a terminal: bootstrapped from the last observation
         if len(ends):
-            next_values[ends] = value_of(policy_id, np.stack([rows[i].next_obs for i in ends]))
+            next_values[ends] = value_of(policy_id, [rows[i] for i in ends.tolist()])
         next_values[terminated] = 0.0
         obs = np.stack([t.obs for t in rows])
         column: dict[str, Any] = {
@@ -83,5 +97,10 @@ def policy_columns(trajectories: list[AgentTrajectory], value_of: ValueFn) -> di
             "values": values, "next_values": next_values,
             "rewards": np.array([t.reward for t in rows], np.float32), "terminated": terminated,
             "truncated": np.array([t.truncated for t in rows]), "cuts": cuts, "valid": np.ones(len(rows), bool)}
+        for k in range(len(rows[0].state_in)):
+            column[f"{STATE_IN}{k}"] = np.stack([t.state_in[k] for t in rows])
+        if rows[0].prev is not None:
+            column["prev_actions"] = np.stack([t.prev[0] for t in rows])  # type: ignore[index]
+            column["prev_rewards"] = np.array([t.prev[1] for t in rows], np.float32)  # type: ignore[index]
         columns[policy_id] = {key: value[:, None] for key, value in column.items()}
     return columns

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 import numpy as np
 
-from volley.acting import NumpyActor
+from volley.acting import NumpyActor, zero_actions
 from volley.callbacks import DefaultCallbacks, EnvContext, EpisodeRecord, Hooks
 from volley.config import AlgorithmConfig, RolloutPlan
 from volley.envs import EnvCreator, env_actions
@@ -35,10 +35,12 @@ from volley.multi_agent_env import (
     possible_agent_ids,
 )
 from volley.network_spec import NetworkSpec
+from volley.networks.numpy_layers import Previous, State
 from volley.policies import PolicySetup
 from volley.rollout.agents import AgentTrajectory, Transition, policy_columns
-from volley.rollout.batch import Batch
+from volley.rollout.batch import STATE_IN, Batch
 from volley.rollout.filters import FilterStats, make_filter
+from volley.rollout.sequences import PREVIOUS, stored_states
 from volley.rollout.worker import Postprocess, SampleResult, env_major
 
 if TYPE_CHECKING:
@@ -117,16 +119,28 @@ class PolicyActor:
         batched = gym.vector.utils.concatenate(self.observation_space, raw, empty)  # type: ignore[arg-type]
         return self.obs_filter(self.preprocess(batched, len(raw)), update=update)
 
-    def act(self, obs: np.ndarray, explore: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Actions, log-probabilities and values ``[B]`` for filtered observations ``obs``."""
+    def act(self, obs: np.ndarray, explore: bool, state: State, prev: Previous
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, State]:
+        """Actions, log-probabilities and values ``[B]`` for filtered observations ``obs`` (and a
+        recurrent network's state and previous actions and rewards), and the next state."""
         self.streams.rows = len(obs)
-        actions, dist_inputs, values, _ = self.network.act(obs, [], self.streams, explore, None)
-        return actions, self.network.log_prob(dist_inputs, actions), values
+        actions, dist_inputs, values, state_out = self.network.act(obs, state, self.streams, explore, prev)
+        return actions, self.network.log_prob(dist_inputs, actions), values, state_out
 
-    def values(self, obs: np.ndarray) -> np.ndarray:
-        """Values ``[B]`` of filtered observations (the mode is taken: no random draw)."""
+    def values(self, steps: list[Transition]) -> np.ndarray:
+        """The values ``[B]`` of the observations ``steps`` led to, from the state after each (the mode
+        is taken: no random draw)."""
+        obs = np.stack([t.next_obs for t in steps])  # type: ignore[misc]
+        state = [np.stack(tensors) for tensors in zip(*[t.state_out for t in steps], strict=True)]
+        prev = None
+        if self.network.reads_prev:
+            prev = np.stack([t.action for t in steps]), np.array([t.reward for t in steps], np.float32)
         self.streams.rows = len(obs)
-        return self.network.act(obs, [], self.streams, False, None)[2]
+        return self.network.act(obs, state, self.streams, False, prev)[2]
+
+    def initial_state(self) -> list[np.ndarray]:
+        """One agent's state at an episode start (``[]``: feed-forward)."""
+        return [np.asarray(s) for s in self.network.initial_state()] if self.by_hand is None else []
 
     def act_by_hand(self, raw: list[Any], states: list[list[Any]]) -> tuple[list[Any], list[list[Any]]]:
         """A hand-written policy's actions for raw observations, and each agent's next state."""
@@ -302,7 +316,7 @@ class MultiAgentRolloutWorker:
         agent = self._agents[j].get(agent_id)
         if agent is None:
             policy_id = self.setup.policy_map.policy_of(agent_id, self._episodes[j], self)
-            agent = self._agents[j][agent_id] = AgentTrajectory(policy_id)
+            agent = self._agents[j][agent_id] = AgentTrajectory(policy_id, state=self.actors[policy_id].initial_state())
             self._episodes[j].policies[agent_id] = policy_id
             by_hand = self.actors[policy_id].by_hand
             if by_hand is not None:
@@ -330,13 +344,18 @@ class MultiAgentRolloutWorker:
                     actions[j][agent_id], self._states[j][agent_id] = action, state
                 continue
             obs = actor.observe(raw, update=training)
-            sampled, logp, values = actor.act(obs, explore)
+            agents = [self._agents[j][agent_id] for j, agent_id, _ in group]
+            state = [np.stack(tensors) for tensors in zip(*[agent.state for agent in agents], strict=True)]
+            prev = self._previous(actor, agents)
+            sampled, logp, values, state_out = actor.act(obs, explore, state, prev)
             cfg = self.config
-            for k, (j, agent_id, _) in enumerate(group):
-                agent = self._agents[j][agent_id]
+            for k, agent in enumerate(agents):
                 if agent.closed and agent.closed[-1].next_obs is None:  # the observation its last step led to
                     agent.closed[-1].next_obs = obs[k]
-                agent.open = Transition(obs[k], sampled[k], float(logp[k]), float(values[k]))
+                agent.open = Transition(obs[k], sampled[k], float(logp[k]), float(values[k]), state_in=agent.state,
+                                        state_out=[s[k] for s in state_out],
+                                        prev=None if prev is None else (prev[0][k], float(prev[1][k])))
+                agent.state = agent.open.state_out
             for k, action in enumerate(env_actions(sampled, actor.action_space, cfg.normalize_actions,
                                                    cfg.clip_actions)):
                 j, agent_id, _ = group[k]
@@ -344,6 +363,16 @@ class MultiAgentRolloutWorker:
         for j, env in enumerate(self.envs):
             self._step_env(j, env, actions[j], finished, returns, lengths)
         return len(self.envs), agent_steps
+
+    @staticmethod
+    def _previous(actor: PolicyActor, agents: list[AgentTrajectory]) -> Previous:
+        """The previous action and reward of each agent (zeros at an episode start), for a network that
+        reads them; else None."""
+        if not actor.network.reads_prev:
+            return None
+        zero = zero_actions(actor.action_space, 1)[0]
+        actions = np.stack([zero if agent.last is None else agent.last[0] for agent in agents])
+        return actions, np.array([0.0 if agent.last is None else agent.last[1] for agent in agents], np.float32)
 
     def _step_env(self, j: int, env: Any, actions: dict[Any, Any], finished: list[AgentTrajectory],
                   returns: list[float], lengths: list[int]) -> None:
@@ -375,7 +404,7 @@ class MultiAgentRolloutWorker:
             terminated = bool(terminateds.get(agent_id, False)) or all_terminated
             truncated = (bool(truncateds.get(agent_id, False)) or all_truncated) and not terminated
             if agent.open is not None and (agent_id in obs or terminated or truncated):
-                agent.close(None, terminated, truncated)  # type: ignore[arg-type]
+                agent.close(None, terminated, truncated)
             if not (terminated or truncated):
                 continue
             self._done[j].add(agent_id)
@@ -431,7 +460,7 @@ class MultiAgentRolloutWorker:
                 if agent.closed and agent.closed[-1].next_obs is None:
                     agent.closed[-1].next_obs = self.actors[agent.policy_id].observe([self._obs[j][agent_id]], False)[0]
         trained = [agent for agent in finished + running if self.setup.policy_map.trains(agent.policy_id)]
-        columns = policy_columns(trained, lambda policy_id, obs: self.actors[policy_id].values(obs))
+        columns = policy_columns(trained, lambda policy_id, steps: self.actors[policy_id].values(steps))
         results = {}
         for policy_id, actor in self.actors.items():
             ended = [agent for agent in finished if agent.policy_id == policy_id]
@@ -439,9 +468,17 @@ class MultiAgentRolloutWorker:
             steps = 0
             if policy_id in columns:
                 assert actor.config is not None
-                processed = self.postprocess(columns[policy_id], actor.config)
+                kept = {key: columns[policy_id].pop(key) for key in list(columns[policy_id])
+                        if key in PREVIOUS or key.startswith(STATE_IN)}  # what the network read
+                cuts = columns[policy_id]["cuts"]
+                processed = {**self.postprocess(columns[policy_id], actor.config),
+                             **{key: value for key, value in kept.items() if key in PREVIOUS}}
                 valid = processed.pop("valid").T
                 batch = Batch({key: env_major(value, valid) for key, value in processed.items()})
+                tensors = [kept[f"{STATE_IN}{k}"] for k in range(len(actor.initial_state()))]  # each [R, 1, ...]
+                if tensors:  # the sequences the learner replays: cut at each trajectory's end
+                    per_step = [[tensor[t] for tensor in tensors] for t in range(len(cuts))]
+                    batch.update(stored_states(valid, cuts.T, actor.config.model.max_seq_len, per_step))
                 steps = len(batch)
             delta = actor.obs_filter.pop_delta() if actor.by_hand is None else None
             results[policy_id] = SampleResult(
