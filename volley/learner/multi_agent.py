@@ -63,9 +63,12 @@ def is_multi_agent(config: AlgorithmConfig | dict[str, Any] | None, env: Any) ->
     if isinstance(creator, type):
         return is_multi_agent_env(creator)
     if creator not in _PROBED:
-        made = creator(EnvContext(dict(env_config), 0, None, 0))
+        try:
+            made = creator(EnvContext(dict(env_config), 0, None, 0))
+        except Exception:  # a creator that fails is named, with the error, where the workers make it
+            return False
         _PROBED[creator] = is_multi_agent_env(made)
-        if hasattr(made, "close"):
+        if callable(getattr(made, "close", None)):
             made.close()
     return _PROBED[creator]
 
