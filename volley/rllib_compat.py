@@ -94,7 +94,6 @@ def as_model(key: str) -> Translate:
 DQN, SAC, IMPALA = ("dqn",), ("sac",), ("impala", "appo")  # IMPALA: both (APPOConfig extends IMPALAConfig)
 ONE_LEARNER = ("volley trains one learner, in this process; for data-parallel learners use "
                "engine='mpi' with mpi_mode='allreduce' (PPO, PG)")
-ONE_POLICY = "volley trains one policy on single-agent Gymnasium environments"
 NO_CALLBACKS = ("volley takes RLlib's hooks as methods of a DefaultCallbacks subclass (from volley import "
                 "DefaultCallbacks), given as callbacks_class, not as functions")
 
@@ -295,7 +294,13 @@ RLLIB_KEYS: list[RLlibKey] = [
                "`env_errors`: True `'recreate'`, False `'raise'`", example=False),
     accepted("delay_between_worker_restarts_s", ("fault_tolerance",), "volley starts a dead worker's "
              "replacement at once", example=10.0),
-    # callbacks(), offline_data(), checkpointing(), rl_module() (multi_agent()'s keys are volley's own)
+    # multi_agent(), callbacks(), offline_data(), checkpointing(), rl_module()
+    same("policies", "multi_agent", example={"p0", "p1"}, note=" (ids, or ids to PolicySpec: see "
+         "docs/multi_agent.md)"),
+    same("policy_mapping_fn", "multi_agent", example="my_script:policy_mapping_fn",
+         note=" (fn(agent_id, episode, worker, **kwargs), called once per agent per episode)"),
+    same("policies_to_train", "multi_agent", example=["p0"]),
+    same("count_steps_by", "multi_agent", example="agent_steps"),
     same("callbacks_class", "callbacks", example="volley.callbacks:DefaultCallbacks",
          note=" (a DefaultCallbacks subclass, or a list of them; RLlib's old stack's hooks: see "
          "docs/extending.md)"),
@@ -312,8 +317,8 @@ RLLIB_KEYS: list[RLlibKey] = [
             "results", allowed=(None,), example="/tmp/out"),
     refused("export_native_model_files", ("checkpointing",), "volley's checkpoints hold the weights as "
             "safetensors; algo.get_policy() is the torch module itself"),
-    accepted("checkpoint_trainable_policies_only", ("checkpointing",), "volley has one policy, always "
-             "trained", example=True),
+    accepted("checkpoint_trainable_policies_only", ("checkpointing",), "volley's checkpoints hold every "
+             "learned policy, trained or frozen", example=True),
     translated("model_config", ("rl_module",), as_model("model_config"), ("model",),
                "`model` (the same keys)", example={"fcnet_hiddens": [32]}),
     translated("model_config_dict", ("rl_module",), as_model("model_config_dict"), ("model",),

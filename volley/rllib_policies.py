@@ -87,13 +87,14 @@ POLICY_CLASSES = NamedObjects("policy class", "policies", "PolicySpec(policy_cla
                               "pass the class itself", lambda obj, _: isinstance(obj, type))
 
 
-_FIELDS = ("policy_class", "observation_space", "action_space", "config")
+_SPEC_FIELDS = ("policy_class", "observation_space", "action_space", "config")
 
 
 def policies_value(value: Any) -> dict[str, dict[str, Any]] | None:
     """The config's form of RLlib's ``policies``: a set (list, tuple) of ids, or a dict of ids to a
     :class:`PolicySpec`, RLlib's tuple ``(policy_class, obs_space, act_space, config)`` or None;
-    each becomes ``{"policy_class": name or None, "observation_space", "action_space", "config"}``."""
+    each becomes ``{"policy_class": name or None, "observation_space", "action_space", "config"}``, and
+    an entry in that form already (a saved config's) stays as it is."""
     if value is None:
         return None
     if isinstance(value, (set, frozenset)):  # in a fixed order: a set's varies from process to process
@@ -107,12 +108,12 @@ def policies_value(value: Any) -> dict[str, dict[str, Any]] | None:
     for policy_id, spec in value.items():
         if not isinstance(policy_id, str):
             raise ConfigError(f"multi_agent(policies=...): policy ids are strings, got {policy_id!r}")
-        if isinstance(spec, Mapping) and set(spec) == set(_FIELDS):  # the config's own form (a checkpoint's)
-            spec = PolicySpec(**{**spec, "config": spec["config"] or {}})
         if spec is None:
             spec = PolicySpec()
         elif isinstance(spec, (tuple, list)) and len(spec) == 4:
             spec = PolicySpec(*spec)
+        elif isinstance(spec, Mapping) and set(spec) == set(_SPEC_FIELDS):  # the config's own form (a saved config)
+            spec = PolicySpec(**spec)
         elif not hasattr(spec, "policy_class"):  # RLlib's own PolicySpec has the same four fields
             raise ConfigError(f"multi_agent(policies=...): policy {policy_id!r} is {shown(spec)}; give a "
                               "PolicySpec(policy_class, observation_space, action_space, config) or None")

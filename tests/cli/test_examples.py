@@ -106,3 +106,18 @@ def test_action_masking_never_sends_an_illegal_action():
     assert re.search(r"^iteration 2: \d+ steps, mean return [\d.]+ of 20$", out.stdout, re.M), out.stdout
     assert re.search(r"^greedy evaluation: mean return [\d.]+ over 10 episodes; \d+ training steps, no illegal "
                      r"action taken$", out.stdout, re.M), out.stdout
+
+
+def test_multi_agent_self_play_adds_snapshots_and_evaluates_main():
+    out = run_example("multi_agent_self_play.py", "--stop-iters", "3", "--batch-steps", "256", "--minibatch", "64",
+                      "--envs-per-worker", "4", "--min-games", "1", "--win-rate-threshold", "0", "--eval-games", "4")
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = re.findall(r"^iteration (\d): (\d+) steps, main's return [+-][\d.]+, win rate against (\S+) ([\d.]+) "
+                      r"over (\d+) games$", out.stdout, re.M)
+    assert [(i, steps) for i, steps, *_ in rows] == [("1", "256"), ("2", "512"), ("3", "768")], out.stdout
+    # a threshold of 0 adds a snapshot after every iteration, and the next one plays main against it
+    assert [opponent for _, _, opponent, _, _ in rows] == ["random", "main_v1", "main_v2"], out.stdout
+    assert all(int(games) >= 1 for *_, games in rows), out.stdout
+    assert re.search(r"^added main_v3: the league is main against main_v1, main_v2, main_v3$", out.stdout, re.M)
+    assert re.search(r"^main against the random policy: won \d+\.\d% of 4 games \(league of 3 snapshots, 768 "
+                     r"steps\)$", out.stdout, re.M), out.stdout

@@ -15,6 +15,7 @@ This is RLlib's layout (a ``Policy`` per id, each with its own loss and optimize
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from functools import cache
 from typing import Any, ClassVar
@@ -108,6 +109,9 @@ class MultiAgent(Learner):
             raise ConfigError(f"multi-agent training with {algorithm.__name__} is not supported yet: its workers "
                               "are not the synchronous sampling ones (PPO, PG, A2C, TRPO and DQN train several policies)")
         cfg = self.config
+        if cfg.engine == "mpi" and cfg.mpi_mode == "allreduce":  # each policy's learner would update on its own
+            raise ConfigError("multi-agent training with mpi_mode='allreduce' is not supported yet: the policies' "
+                              "learners do not average their gradients over the ranks; use mpi_mode='gather'")
         if cfg.batch_mode == "complete_episodes" or getattr(cfg, "sample_async", False):
             raise ConfigError(f"multi-agent training samples fragments: batch_mode={cfg.batch_mode!r} and "
                               "sample_async are not supported yet")
@@ -120,6 +124,8 @@ class MultiAgent(Learner):
         self.agent_timesteps_total = 0
         self._agent_steps_this_iter = 0
         self._pending: dict[str, list[SampleResult]] = {}
+        # the recent returns of the hand-written policies' agents (a learned policy's learner keeps its own)
+        self._by_hand_returns: dict[str, deque[float]] = {}
         self.policy_spaces = self.workers.spaces()
         self.learners = {}
         for policy_id in self.setup_.configs:
@@ -174,9 +180,10 @@ class MultiAgent(Learner):
             self._steps_this_iter += sample.agent_steps if by_agents else sample.env_steps
             self._agent_steps_this_iter += sample.agent_steps
             self._episode_metrics.add(sample.episode_metrics)
-            for policy_id, result in sample.policies.items():  # the returns of every policy, trained or not
+            for policy_id, result in sample.policies.items():  # a hand-written policy's returns
                 if policy_id not in self.learners:
-                    self._policy_returns.setdefault(policy_id, []).extend(result.episode_returns.tolist())
+                    self._by_hand_returns.setdefault(policy_id, deque(
+                        maxlen=self.config.metrics_num_episodes_for_smoothing)).extend(result.episode_returns.tolist())
 
     def training_step(self) -> dict[str, Any]:
         """Sample with every policy, then each policy to train learns from its part of the sample by
@@ -196,20 +203,16 @@ class MultiAgent(Learner):
 
     # -- results -------------------------------------------------------------------------------
 
-    def train(self) -> dict[str, Any]:
-        """One iteration (:meth:`volley.learner.loop.Learner.train`), its result with RLlib's per-policy keys."""
-        self._policy_returns: dict[str, list[float]] = {}
-        return super().train()
-
     def close_iteration(self, took: float, stats: dict[str, Any], evaluation: dict[str, Any] | None) -> dict[str, Any]:
         """The run's result, with RLlib's multi-agent keys: ``policy_reward_mean`` / ``_min`` / ``_max``
-        and ``hist_stats/policy_<id>_reward`` per policy, ``agent_timesteps_total``, and each trained
-        policy's statistics under ``learner/<id>`` (RLlib's ``info/learner/<id>``)."""
+        and ``hist_stats/policy_<id>_reward`` per policy, over the last ``metrics_num_episodes_for_smoothing``
+        episodes of its agents as RLlib's, ``agent_timesteps_total``, and each trained policy's
+        statistics under ``learner/<id>`` (RLlib's ``info/learner/<id>``)."""
         self.agent_timesteps_total += self._agent_steps_this_iter
         self._agent_steps_this_iter = 0
         result = super().close_iteration(took, {}, evaluation)
         returns = {policy_id: list(learner._recent_returns) for policy_id, learner in self.learners.items()}
-        returns.update(self._policy_returns)
+        returns.update({policy_id: list(r) for policy_id, r in self._by_hand_returns.items()})
         summary = {policy_id: np.asarray(r) for policy_id, r in returns.items() if r}
         result["policy_reward_mean"] = {p: float(r.mean()) for p, r in summary.items()}
         result["policy_reward_min"] = {p: float(r.min()) for p, r in summary.items()}
@@ -275,6 +278,7 @@ class MultiAgent(Learner):
                               {policy_id: None})
         self.learners.pop(policy_id, None)
         self.by_hand.pop(policy_id, None)
+        self._by_hand_returns.pop(policy_id, None)
 
     def _change_policies(self, policy_map: PolicyMap, changed: dict[str, dict[str, Any] | None]) -> None:
         """The run's config and workers take ``policy_map``; ``changed`` holds the config's entries."""

@@ -247,23 +247,27 @@ class MultiAgentRolloutWorker:
     # -- policies and their spaces ---------------------------------------------------------
 
     def policy_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
-        """Each policy's observation and action space: its PolicySpec's, else those of the first agent
-        mapped to it, else (no agent mapped to it yet) the one space every agent shares. A policy
-        shared by agents whose spaces differ is refused, naming both."""
+        """Each policy's observation and action space: its PolicySpec's, else the one space every
+        agent shares, else those of the first agent mapped to it. Only where agents' spaces differ
+        is the mapping function asked, with no episode, as RLlib does (mapping functions that read
+        ``episode.episode_id``, as RLlib's self-play examples do, work wherever the spaces agree). A
+        policy shared by agents whose spaces differ is refused, naming both."""
         env = self.envs[0]
         agents = possible_agent_ids(env)
         self._known = set(agents)
+        every = {agent_id: agent_spaces(env, agent_id) for agent_id in agents}
+        first = next(iter(every.values()), None)
+        shared = first if all(spaces == first for spaces in every.values()) else None
         found: dict[str, tuple[gym.Space, gym.Space]] = {}
-        for agent_id in agents:
-            policy_id = self.setup.policy_map.policy_of(agent_id, None, self)
-            spaces = agent_spaces(env, agent_id)
-            if policy_id in found and found[policy_id] != spaces:
-                raise EnvError(f"policy {policy_id!r} acts for agents with different spaces: agent {agent_id!r} has "
-                               f"{spaces[0]} / {spaces[1]}, another {found[policy_id][0]} / {found[policy_id][1]}; "
-                               "map them to policies of their own, or give the policy's spaces in its PolicySpec")
-            found.setdefault(policy_id, spaces)
-        every = [agent_spaces(env, agent_id) for agent_id in agents]
-        shared = every[0] if every and all(spaces == every[0] for spaces in every) else None
+        if shared is None:
+            for agent_id, spaces in every.items():
+                policy_id = self.setup.policy_map.policy_of(agent_id, None, self)
+                if policy_id in found and found[policy_id] != spaces:
+                    raise EnvError(f"policy {policy_id!r} acts for agents with different spaces: agent {agent_id!r} "
+                                   f"has {spaces[0]} / {spaces[1]}, another {found[policy_id][0]} / "
+                                   f"{found[policy_id][1]}; map them to policies of their own, or give the "
+                                   "policy's spaces in its PolicySpec")
+                found.setdefault(policy_id, spaces)
         result = {}
         for policy_id, entry in self.setup.policy_map.entries.items():
             inferred = found.get(policy_id) or shared
@@ -280,12 +284,17 @@ class MultiAgentRolloutWorker:
 
     def set_policies(self, setup: PolicySetup) -> None:
         """Take a changed set of policies (RLlib's ``add_policy``/``remove_policy``): new actors for new
-        ids, the others kept with their weights; running episodes are remapped at their next reset."""
+        ids, the others kept with their weights; running episodes keep their agents' policies until
+        their next reset, except an agent of a removed policy: its steps with that policy are
+        dropped, and it is mapped anew when it next appears."""
         self.setup = setup
         spaces = self.policy_spaces()
         self.actors = {policy_id: self.actors.get(policy_id) or PolicyActor(
             policy_id, setup, spaces[policy_id], RowStreams(self.config.seed, [self._slot, 1000 + k]))
             for k, policy_id in enumerate(setup.policy_map.entries)}
+        for agents in self._agents:
+            for agent_id in [a for a, trajectory in agents.items() if trajectory.policy_id not in self.actors]:
+                del agents[agent_id]
 
     # -- sampling ----------------------------------------------------------------------------
 
