@@ -93,7 +93,9 @@ def policies_value(value: Any) -> dict[str, dict[str, Any]] | None:
     each becomes ``{"policy_class": name or None, "observation_space", "action_space", "config"}``."""
     if value is None:
         return None
-    if isinstance(value, (set, frozenset, list, tuple)):
+    if isinstance(value, (set, frozenset)):  # in id order: a set's own order changes with each process's hash seed
+        value = sorted(value, key=str)
+    if isinstance(value, (list, tuple)):
         value = {policy_id: None for policy_id in value}
     if not isinstance(value, Mapping):
         raise ConfigError(f"multi_agent(policies=...) takes a set of policy ids or a dict of ids to PolicySpec, got "
@@ -106,6 +108,8 @@ def policies_value(value: Any) -> dict[str, dict[str, Any]] | None:
             spec = PolicySpec()
         elif isinstance(spec, (tuple, list)) and len(spec) == 4:
             spec = PolicySpec(*spec)
+        elif isinstance(spec, Mapping) and set(spec) == set(vars(PolicySpec())):  # this form (a saved config's)
+            spec = PolicySpec(**spec)
         elif not hasattr(spec, "policy_class"):  # RLlib's own PolicySpec has the same four fields
             raise ConfigError(f"multi_agent(policies=...): policy {policy_id!r} is {shown(spec)}; give a "
                               "PolicySpec(policy_class, observation_space, action_space, config) or None")
