@@ -259,15 +259,15 @@ class MultiAgentRolloutWorker:
         first = next(iter(every.values()), None)
         shared = first if all(spaces == first for spaces in every.values()) else None
         found: dict[str, tuple[gym.Space, gym.Space]] = {}
-        if shared is None:
-            for agent_id, spaces in every.items():
-                policy_id = self.setup.policy_map.policy_of(agent_id, None, self)
-                if policy_id in found and found[policy_id] != spaces:
-                    raise EnvError(f"policy {policy_id!r} acts for agents with different spaces: agent {agent_id!r} "
-                                   f"has {spaces[0]} / {spaces[1]}, another {found[policy_id][0]} / "
-                                   f"{found[policy_id][1]}; map them to policies of their own, or give the "
-                                   "policy's spaces in its PolicySpec")
-                found.setdefault(policy_id, spaces)
+        # which policy acts for which agent is asked here (without an episode, as RLlib asks it) only where
+        # the agents' spaces differ: a mapping function may read the episode (RLlib's self-play examples do)
+        for agent_id, spaces in ({} if shared else every).items():
+            policy_id = self.setup.policy_map.policy_of(agent_id, None, self)
+            if policy_id in found and found[policy_id] != spaces:
+                raise EnvError(f"policy {policy_id!r} acts for agents with different spaces: agent {agent_id!r} has "
+                               f"{spaces[0]} / {spaces[1]}, another {found[policy_id][0]} / {found[policy_id][1]}; "
+                               "map them to policies of their own, or give the policy's spaces in its PolicySpec")
+            found.setdefault(policy_id, spaces)
         result = {}
         for policy_id, entry in self.setup.policy_map.entries.items():
             inferred = found.get(policy_id) or shared
@@ -410,8 +410,12 @@ class MultiAgentRolloutWorker:
         seen = set(obs) | set(terminateds) | set(truncateds) | (set(self._agents[j]) if ended else set())
         for agent_id in seen - {"__all__"} - self._done[j]:
             agent = self._agent(j, agent_id)
-            terminated = bool(terminateds.get(agent_id, False)) or all_terminated
-            truncated = (bool(truncateds.get(agent_id, False)) or all_truncated) and not terminated
+            # an agent's own flags say whether it is bootstrapped ("__all__" is terminated when every agent
+            # was truncated, as RLlib's make_multi_agent sets it); "__all__"'s hold for an agent without any
+            terminated = bool(terminateds.get(agent_id, False))
+            truncated = bool(truncateds.get(agent_id, False)) and not terminated
+            if ended and not (terminated or truncated):
+                terminated, truncated = not all_truncated, all_truncated
             if agent.open is not None and (agent_id in obs or terminated or truncated):
                 agent.close(None, terminated, truncated)
             if not (terminated or truncated):
