@@ -48,8 +48,9 @@ def test_gae_per_agent_equals_a_hand_computation():
     c = AgentTrajectory("other", [step(0.75, 0.5, obs=3.0, truncated=True)])
     asked: list[tuple[str, np.ndarray]] = []
 
-    def value_of(policy_id: str, obs: np.ndarray) -> np.ndarray:
-        asked.append((policy_id, obs.copy()))
+    def value_of(policy_id: str, steps: list[Transition]) -> np.ndarray:
+        obs = np.stack([t.next_obs for t in steps])
+        asked.append((policy_id, obs))
         return 10.0 * obs[:, 0]  # the value of an observation [x, 0] is 10x
 
     columns = policy_columns([a, AgentTrajectory("shared"), b, c], value_of)
