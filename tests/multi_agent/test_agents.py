@@ -199,3 +199,32 @@ def test_agents_cut_by_a_time_limit_are_bootstrapped_from_their_last_observation
     # the value of each cut step's next state is its final observation's (by the learner's network), not 0
     np.testing.assert_allclose(columns["next_values"][:, 0][ends], final_values, rtol=1e-5)
     assert (np.abs(final_values) > 0).all()
+
+
+@pytest.mark.parametrize("prev", [False, True])
+def test_recurrent_sequences_replay_each_agent_step_as_it_was_acted(prev):
+    """Each policy's batch of a recurrent network is cut into sequences that start from the state
+    stored with them: replayed through the torch network, every step's log-probability equals the
+    one its agent acted with (the numpy twin's), which fails if a sequence crossed from one agent
+    to another, started from another state, or read another previous action or reward."""
+    model = {"use_lstm": True, "max_seq_len": 7, "lstm_cell_size": 16, "fcnet_hiddens": [16],
+             "lstm_use_prev_action": prev, "lstm_use_prev_reward": prev}
+    config = (PPOConfig().environment(make_multi_agent("CartPole-v1"), env_config={"num_agents": 3})
+              .rollouts(num_rollout_workers=0, num_envs_per_worker=2, rollout_fragment_length=40)
+              .training(model=model, train_batch_size=80, sgd_minibatch_size=40)
+              .multi_agent(policies={"p0", "p1"}, policy_mapping_fn=lambda agent_id, *_, **__: f"p{agent_id % 2}")
+              .resources(engine="local").debugging(seed=3))
+    with config.build() as algo:
+        weights = {policy_id: learner.policy.get_flat_weights() for policy_id, learner in algo.learners.items()}
+        worker = algo.workers.workers[0]
+        for _ in range(2):  # the second fragment starts from states carried over the first's end
+            sample = worker.sample(weights, {policy_id: None for policy_id in weights})
+        for policy_id, result in sample.policies.items():
+            batch = result.batch
+            assert batch["seq_lens"].sum() == len(batch) and batch["seq_lens"].max() <= 7
+            learner = algo.learners[policy_id]
+            view = learner.sequences(batch)
+            with torch.no_grad():
+                dist, _ = learner.policy(**view.inputs)
+                replayed = view.real(dist.log_prob(view["actions"])).numpy()
+            np.testing.assert_allclose(replayed, batch["logp"], atol=1e-4)

@@ -103,3 +103,13 @@ def test_several_policies_without_a_mapping_function_are_named():
     with pytest.raises(ConfigError) as error:
         run(policies={"main", "other"})
     one_line(error, "['main', 'other']", "policy_mapping_fn")
+
+
+@pytest.mark.parametrize("algo", ["R2D2", "IMPALA", "APPO"])
+def test_an_algorithm_that_cannot_train_several_policies_is_named(algo: str):
+    from volley import get_trainable_cls
+
+    config = (get_trainable_cls(algo).get_default_config().environment("four_cartpoles")
+              .rollouts(num_rollout_workers=0).resources(engine="local"))
+    with pytest.raises(ConfigError, match=rf"multi-agent training with {algo} is not supported yet"):
+        config.build()

@@ -62,6 +62,9 @@ class LearnerBase(ABC):
     averages_gradients: ClassVar[bool] = False
     # True where the loss adds a custom model's custom_loss() (volley.modelv2.with_custom_loss)
     adds_custom_loss: ClassVar[bool] = False
+    # False where the worker-side postprocess reads a single-agent worker's fragments as they are
+    # (R2D2's burn-in sequences), so a multi-agent run refuses the algorithm
+    samples_per_agent: ClassVar[bool] = True
 
     def __init__(self, config: AlgorithmConfig | dict[str, Any] | None = None, env: Any = None, *,
                  workers: WorkerGroup | None = None) -> None:

@@ -105,9 +105,10 @@ class MultiAgent(Learner):
 
     def make_workers(self, env_creator: EnvCreator | None) -> WorkerGroup:
         algorithm = self.algorithm_class
-        if algorithm.make_workers is not LearnerBase.make_workers:
-            raise ConfigError(f"multi-agent training with {algorithm.__name__} is not supported yet: its workers "
-                              "are not the synchronous sampling ones (PPO, PG, A2C, TRPO and DQN train several policies)")
+        if algorithm.make_workers is not LearnerBase.make_workers or not algorithm.samples_per_agent:
+            raise ConfigError(f"multi-agent training with {algorithm.__name__} is not supported yet: it needs workers "
+                              "other than the synchronous sampling ones, or their fragments as a single-agent worker "
+                              "cuts them (PPO, PG, A2C, TRPO, DQN and SAC train several policies)")
         cfg = self.config
         if cfg.engine == "mpi" and cfg.mpi_mode == "allreduce":  # each policy's learner would update on its own
             raise ConfigError("multi-agent training with mpi_mode='allreduce' is not supported yet: the policies' "
