@@ -38,7 +38,7 @@ def run(seed: int, use_lstm: bool, max_env_steps: int) -> dict[str, Any]:
     """One training run in this process; the learned policy's smoothed return as it went."""
     from pettingzoo.classic import rps_v2
 
-    from volley import Policy, PolicySpec, PPOConfig, PettingZooEnv, register_env
+    from volley import PettingZooEnv, Policy, PolicySpec, PPOConfig, register_env
 
     class AlwaysSame(Policy):
         """One random move, repeated all episode (its state)."""
