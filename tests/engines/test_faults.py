@@ -301,9 +301,11 @@ def test_a_worker_seeing_another_cpu_count_samples_the_planned_fragment(ray_sess
     """num_workers='auto' and the fragment length are resolved by the driver (2 CPUs here): a
     worker whose machine reports 64 CPUs still takes the planned 50 steps per environment."""
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    driver = os.getpid()
 
     def on_a_bigger_machine(cfg: dict) -> gym.Env:
-        os.cpu_count = lambda: 64  # runs in the worker's process, where the environment is made
+        if os.getpid() != driver:  # the driver calls a creator once too, to see if it is multi-agent
+            os.cpu_count = lambda: 64  # in the worker's process, where the environment is made
         return gym.wrappers.TransformObservation(  # observes the CPU count its process reports
             SeedEcho(), lambda obs: np.array([os.cpu_count()], np.float32), SeedEcho.observation_space)
 
