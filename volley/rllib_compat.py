@@ -94,7 +94,6 @@ def as_model(key: str) -> Translate:
 DQN, SAC, IMPALA = ("dqn",), ("sac",), ("impala", "appo")  # IMPALA: both (APPOConfig extends IMPALAConfig)
 ONE_LEARNER = ("volley trains one learner, in this process; for data-parallel learners use "
                "engine='mpi' with mpi_mode='allreduce' (PPO, PG)")
-ONE_POLICY = "volley trains one policy on single-agent Gymnasium environments"
 NO_CALLBACKS = ("volley takes RLlib's hooks as methods of a DefaultCallbacks subclass (from volley import "
                 "DefaultCallbacks), given as callbacks_class, not as functions")
 

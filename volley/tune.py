@@ -41,9 +41,10 @@ from volley.engines.ray_engine import as_trial, ship_by_value, trial_resources
 from volley.errors import ConfigError
 from volley.logging import ResultLogger
 from volley.named import CUSTOM_ACTION_DISTS, CUSTOM_MODELS, ENVIRONMENTS, FUNCTIONS
+from volley.rllib_policies import POLICY_CLASSES
 
 NAMED = {"env": ENVIRONMENTS, "custom_model": CUSTOM_MODELS, "custom_action_dist": CUSTOM_ACTION_DISTS,
-         "function": FUNCTIONS}
+         "function": FUNCTIONS, "policy_class": POLICY_CLASSES}
 METRIC = "episode_reward_mean"
 OBJECTS = "volley-objects-of-"  # the registry key prefix under which a trial finds the user's objects
 
@@ -139,7 +140,9 @@ def user_objects_of(config: AlgorithmConfig) -> dict[str, dict[str, Any]]:
     objects = {kind: dict(named.registered) for kind, named in NAMED.items()}
     for kind, given in (("env", config.env), ("custom_model", config.model.custom_model),
                         ("custom_action_dist", config.model.custom_action_dist),
-                        ("function", config.env_task_fn), ("function", config.custom_evaluation_function)):
+                        ("function", config.env_task_fn), ("function", config.custom_evaluation_function),
+                        ("function", config.policy_mapping_fn), ("function", config.policies_to_train),
+                        *(("policy_class", spec["policy_class"]) for spec in (config.policies or {}).values())):
         found = NAMED[kind].find(given) if isinstance(given, str) else None
         if found is not None:
             objects[kind][str(given)] = found

@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from volley.rollout.batch import STATE_IN
+
 
 @dataclass
 class Transition:
@@ -31,6 +33,7 @@ class Transition:
     terminated: bool = False
     truncated: bool = False
     next_obs: np.ndarray | None = None  # the observation it led to (filtered); None while open
+    state: list[np.ndarray] = field(default_factory=list)  # a recurrent policy's state it acted from
 
 
 @dataclass
@@ -41,6 +44,7 @@ class AgentTrajectory:
     closed: list[Transition] = field(default_factory=list)
     open: Transition | None = None
     episode_return: float = 0.0
+    state: list[np.ndarray] = field(default_factory=list)  # a recurrent policy's state for its next step
 
     def close(self, next_obs: np.ndarray, terminated: bool, truncated: bool) -> None:
         """The open transition led to ``next_obs`` (ended there with ``terminated``/``truncated``)."""
@@ -50,14 +54,17 @@ class AgentTrajectory:
         self.open = None
 
 
-ValueFn = Callable[[str, np.ndarray], np.ndarray]  # (policy id, filtered observations [B, ...]) -> values [B]
+# (policy id, filtered observations [B, ...], recurrent state [B, ...] per tensor) -> values [B]
+ValueFn = Callable[[str, np.ndarray, list[np.ndarray]], np.ndarray]
 
 
 def policy_columns(trajectories: list[AgentTrajectory], value_of: ValueFn) -> dict[str, dict[str, np.ndarray]]:
     """Each policy's closed transitions as time-major columns ``[R, 1]``: its agents' trajectories end
     to end, ``cuts`` after each. ``next_values`` is the next transition's value within a trajectory,
     0 after a terminal, and at a trajectory's end that is not terminal (a truncation, or the
-    fragment's end) the value of the observation it led to, from ``value_of`` (one call per policy)."""
+    fragment's end) the value of the observation it led to, from ``value_of`` (one call per policy,
+    from each agent's current state). A recurrent policy's columns add the state each transition
+    acted from, ``state_in_k`` ``[R, 1, ...]``."""
     by_policy: dict[str, list[AgentTrajectory]] = {}
     for trajectory in trajectories:
         if trajectory.closed:
@@ -74,7 +81,9 @@ def policy_columns(trajectories: list[AgentTrajectory], value_of: ValueFn) -> di
         next_values[:-1] = values[1:]
         ends = last[~terminated[last]]  # cut without a terminal: bootstrapped from the last observation
         if len(ends):
-            next_values[ends] = value_of(policy_id, np.stack([rows[i].next_obs for i in ends]))
+            at_end = [trajectory for trajectory, end in zip(group, last, strict=True) if not terminated[end]]
+            states = [np.stack(column) for column in zip(*(t.state for t in at_end), strict=True)]
+            next_values[ends] = value_of(policy_id, np.stack([rows[i].next_obs for i in ends]), states)
         next_values[terminated] = 0.0
         obs = np.stack([t.obs for t in rows])
         column: dict[str, Any] = {
@@ -83,5 +92,7 @@ def policy_columns(trajectories: list[AgentTrajectory], value_of: ValueFn) -> di
             "values": values, "next_values": next_values,
             "rewards": np.array([t.reward for t in rows], np.float32), "terminated": terminated,
             "truncated": np.array([t.truncated for t in rows]), "cuts": cuts, "valid": np.ones(len(rows), bool)}
+        for k, state in enumerate(zip(*(t.state for t in rows), strict=True)):
+            column[f"{STATE_IN}{k}"] = np.stack(state)
         columns[policy_id] = {key: value[:, None] for key, value in column.items()}
     return columns

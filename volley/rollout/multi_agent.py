@@ -39,6 +39,7 @@ from volley.policies import PolicySetup
 from volley.rollout.agents import AgentTrajectory, Transition, policy_columns
 from volley.rollout.batch import Batch
 from volley.rollout.filters import FilterStats, make_filter
+from volley.rollout.sequences import state_keys, stored_states
 from volley.rollout.worker import Postprocess, SampleResult, env_major
 
 if TYPE_CHECKING:
@@ -117,16 +118,19 @@ class PolicyActor:
         batched = gym.vector.utils.concatenate(self.observation_space, raw, empty)  # type: ignore[arg-type]
         return self.obs_filter(self.preprocess(batched, len(raw)), update=update)
 
-    def act(self, obs: np.ndarray, explore: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Actions, log-probabilities and values ``[B]`` for filtered observations ``obs``."""
+    def act(self, obs: np.ndarray, state: list[np.ndarray], explore: bool
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray]]:
+        """Actions, log-probabilities and values ``[B]`` for filtered observations ``obs`` acted on
+        from recurrent ``state`` (``[B, ...]`` per tensor; [] for a feed-forward network), and the
+        next state."""
         self.streams.rows = len(obs)
-        actions, dist_inputs, values, _ = self.network.act(obs, [], self.streams, explore, None)
-        return actions, self.network.log_prob(dist_inputs, actions), values
+        actions, dist_inputs, values, next_state = self.network.act(obs, state, self.streams, explore, None)
+        return actions, self.network.log_prob(dist_inputs, actions), values, next_state
 
-    def values(self, obs: np.ndarray) -> np.ndarray:
-        """Values ``[B]`` of filtered observations (the mode is taken: no random draw)."""
+    def values(self, obs: np.ndarray, state: list[np.ndarray]) -> np.ndarray:
+        """Values ``[B]`` of filtered observations from ``state`` (the mode is taken: no random draw)."""
         self.streams.rows = len(obs)
-        return self.network.act(obs, [], self.streams, False, None)[2]
+        return self.network.act(obs, state, self.streams, False, None)[2]
 
     def act_by_hand(self, raw: list[Any], states: list[list[Any]]) -> tuple[list[Any], list[list[Any]]]:
         """A hand-written policy's actions for raw observations, and each agent's next state."""
@@ -199,10 +203,14 @@ class MultiAgentRolloutWorker:
     def policy_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
         """Each policy's observation and action space: its PolicySpec's, else those of the first agent
         mapped to it, else (no agent mapped to it yet) the one space every agent shares. A policy
-        shared by agents whose spaces differ is refused, naming both."""
+        shared by agents whose spaces differ is refused, naming both. When every PolicySpec gives its
+        spaces, an agent's are its policy's, and the environment need declare none (RLlib's
+        hierarchical_training declares none)."""
         env = self.envs[0]
         agents = possible_agent_ids(env)
-        self._known = set(agents)
+        entries = self.setup.policy_map.entries.values()
+        by_spec = all(e.observation_space is not None and e.action_space is not None for e in entries)
+        self._known: set[Any] | None = None if by_spec else set(agents)
         found: dict[str, tuple[gym.Space, gym.Space]] = {}
         for agent_id in agents:
             policy_id = self.setup.policy_map.policy_of(agent_id, None, self)
@@ -264,9 +272,11 @@ class MultiAgentRolloutWorker:
         if agent is None:
             policy_id = self.setup.policy_map.policy_of(agent_id, self._episodes[j], self)
             agent = self._agents[j][agent_id] = AgentTrajectory(policy_id)
-            by_hand = self.actors[policy_id].by_hand
-            if by_hand is not None:
-                self._states[j][agent_id] = by_hand.get_initial_state()
+            actor = self.actors[policy_id]
+            if actor.by_hand is not None:
+                self._states[j][agent_id] = actor.by_hand.get_initial_state()
+            else:
+                agent.state = [np.asarray(s) for s in actor.network.initial_state()]
         return agent
 
     def _step_all(self, explore: bool, training: bool, finished: list[AgentTrajectory],
@@ -290,13 +300,15 @@ class MultiAgentRolloutWorker:
                     actions[j][agent_id], self._states[j][agent_id] = action, state
                 continue
             obs = actor.observe(raw, update=training)
-            sampled, logp, values = actor.act(obs, explore)
+            agents = [self._agents[j][agent_id] for j, agent_id, _ in group]
+            state = [np.stack(column) for column in zip(*(agent.state for agent in agents), strict=True)]
+            sampled, logp, values, next_state = actor.act(obs, state, explore)
             cfg = self.config
-            for k, (j, agent_id, _) in enumerate(group):
-                agent = self._agents[j][agent_id]
+            for k, agent in enumerate(agents):
                 if agent.closed and agent.closed[-1].next_obs is None:  # the observation its last step led to
                     agent.closed[-1].next_obs = obs[k]
-                agent.open = Transition(obs[k], sampled[k], float(logp[k]), float(values[k]))
+                agent.open = Transition(obs[k], sampled[k], float(logp[k]), float(values[k]), state=agent.state)
+                agent.state = [s[k] for s in next_state]
             for k, action in enumerate(env_actions(sampled, actor.action_space, cfg.normalize_actions,
                                                    cfg.clip_actions)):
                 j, agent_id, _ = group[k]
@@ -380,7 +392,7 @@ class MultiAgentRolloutWorker:
                 if agent.closed and agent.closed[-1].next_obs is None:
                     agent.closed[-1].next_obs = self.actors[agent.policy_id].observe([self._obs[j][agent_id]], False)[0]
         trained = [agent for agent in finished + running if self.setup.policy_map.trains(agent.policy_id)]
-        columns = policy_columns(trained, lambda policy_id, obs: self.actors[policy_id].values(obs))
+        columns = policy_columns(trained, lambda policy_id, obs, state: self.actors[policy_id].values(obs, state))
         results = {}
         for policy_id, actor in self.actors.items():
             ended = [agent for agent in finished if agent.policy_id == policy_id]
@@ -388,9 +400,15 @@ class MultiAgentRolloutWorker:
             steps = 0
             if policy_id in columns:
                 assert actor.config is not None
-                processed = self.postprocess(columns[policy_id], actor.config)
+                own = columns[policy_id]
+                states = [own.pop(key) for key in state_keys(own)]  # [R, 1, ...] each
+                cuts = own["cuts"].T
+                processed = self.postprocess(own, actor.config)
                 valid = processed.pop("valid").T
                 batch = Batch({key: env_major(value, valid) for key, value in processed.items()})
+                if states:  # sequences never cross from one agent's trajectory to the next
+                    batch.update(stored_states(valid, cuts, actor.config.model.max_seq_len,
+                                               [list(row) for row in zip(*states, strict=True)]))
                 steps = len(batch)
             delta = actor.obs_filter.pop_delta() if actor.by_hand is None else None
             results[policy_id] = SampleResult(
