@@ -15,7 +15,9 @@ The helper modules the scripts import under their 2.9 names (``ray.rllib.example
 ``.models.*``, ``.policy.*``; the Ray installed, 2.60, moved or removed them) are read from the
 extracted folder, changed by the same rule as they load (RLlib's ``curriculum_capable_env`` subclasses
 ``TaskSettableEnv``, which Ray 2.60 removed): a ``sitecustomize`` on the script's ``PYTHONPATH``
-makes the 2.9 folder the first place ``ray.rllib.examples`` looks. The same hook counts, in every process of the run
+makes the 2.9 folder the first place ``ray.rllib.examples`` looks. It also finds what Ray 2.60 moved unchanged under
+its 2.9 name (``ray.rllib.utils.deprecation``, ``MOVED``) and gives NumPy 2 back NumPy 1's alias ``np.product``
+(``NUMPY_1``), which the 2.9 helpers use. The same hook counts, in every process of the run
 (Ray workers and Tune trials included), which ``Algorithm.train`` ran: volley's or RLlib's.
 
 Each script runs in its own process with short stop flags (``--stop-iters 2 --stop-timesteps 2000
@@ -378,7 +380,8 @@ def write_results(text: str) -> None:
             "the seconds are wall time on a shared 2-core machine, a guide only). `ok`: volley's "
             "`Algorithm.train` ran (RLlib's never did), exit 0, no Tune trial errored; `ray-2.60`: the script "
             "uses what Ray 2.60 (installed) removed, so it fails whatever library trains; `script`: a bug of the "
-            f"script's own fails it, as on RLlib 2.9.\n\n{text}\n")
+            "script's own fails it, as on RLlib 2.9. What Ray 2.60 moved unchanged and NumPy 1's `np.product` are "
+            f"found under their 2.9 names.\n\n{text}\n")
     if SECTION in results:
         start = results.index(SECTION)
         end = results.find("\n## ", start + len(SECTION))

@@ -186,14 +186,14 @@ POLICY_CLASSES = NamedObjects("policy class", "policies", "PolicySpec(policy_cla
                               "pass the class itself", lambda obj, _: isinstance(obj, type))
 
 
-_SPEC_FIELDS = {"policy_class", "observation_space", "action_space", "config"}
+_SPEC_FIELDS = ("policy_class", "observation_space", "action_space", "config")
 
 
 def policies_value(value: Any) -> dict[str, dict[str, Any]] | None:
     """The config's form of RLlib's ``policies``: a set (list, tuple) of ids, or a dict of ids to a
     :class:`PolicySpec`, RLlib's tuple ``(policy_class, obs_space, act_space, config)`` or None;
-    each becomes ``{"policy_class": name or None, "observation_space", "action_space", "config"}``,
-    a form it takes back (``config.to_dict()`` holds it)."""
+    each becomes ``{"policy_class": name or None, "observation_space", "action_space", "config"}``, and
+    an entry in that form already (a saved config's) stays as it is."""
     if value is None:
         return None
     if isinstance(value, (set, frozenset, list, tuple)):
@@ -209,7 +209,7 @@ def policies_value(value: Any) -> dict[str, dict[str, Any]] | None:
             spec = PolicySpec()
         elif isinstance(spec, (tuple, list)) and len(spec) == 4:
             spec = PolicySpec(*spec)
-        elif isinstance(spec, Mapping) and set(spec) == _SPEC_FIELDS:  # this form again (to_dict(), Tune)
+        elif isinstance(spec, Mapping) and set(spec) == set(_SPEC_FIELDS):  # the config's own form (a saved config)
             spec = PolicySpec(**spec)
         elif not hasattr(spec, "policy_class"):  # RLlib's own PolicySpec has the same four fields
             raise ConfigError(f"multi_agent(policies=...): policy {policy_id!r} is {shown(spec)}; give a "
