@@ -15,7 +15,9 @@ The helper modules the scripts import under their 2.9 names (``ray.rllib.example
 ``.models.*``, ``.policy.*``; the Ray installed, 2.60, moved or removed them) are read from the
 extracted folder, changed by the same rule as they load (RLlib's ``curriculum_capable_env`` subclasses
 ``TaskSettableEnv``, which Ray 2.60 removed): a ``sitecustomize`` on the script's ``PYTHONPATH``
-makes the 2.9 folder the first place ``ray.rllib.examples`` looks. The same hook counts, in every process of the run
+makes the 2.9 folder the first place ``ray.rllib.examples`` looks. It also finds what Ray 2.60 moved unchanged under
+its 2.9 name (``ray.rllib.utils.deprecation``, ``MOVED``) and gives NumPy 2 back NumPy 1's alias ``np.product``
+(``NUMPY_1``), which the 2.9 helpers use. The same hook counts, in every process of the run
 (Ray workers and Tune trials included), which ``Algorithm.train`` ran: volley's or RLlib's.
 
 Each script runs in its own process with short stop flags (``--stop-iters 2 --stop-timesteps 2000
@@ -70,6 +72,11 @@ NOT_APPLICABLE = {
     "remote_envs_with_inference_done_on_main_node": "RLlib's RemoteBaseEnv API and its own Algorithm subclass",
     "complex_struct_space": "builds a Tuner and never calls fit(): it trains nothing on RLlib 2.9 either "
                             "(whose PPO would refuse its train_batch_size=2 < sgd_minibatch_size=128 too)",
+    "multi_agent_independent_learning": "needs PettingZoo's waterworld_v4, which PettingZoo 1.27 (installed) removed",
+    "multi_agent_parameter_sharing": "trains APEX_DDPG (Ape-X DDPG, which volley does not have and Ray 2.60 "
+                                     "removed) on PettingZoo's waterworld_v4, which PettingZoo 1.27 removed",
+    "two_trainer_workflow": "its Algorithm subclass's training_step is written with RLlib's execution internals "
+                            "(synchronous_parallel_sample, train_one_step, MultiAgentReplayBuffer, MultiAgentBatch)",
 }
 MULTI_AGENT = {
     "centralized_critic", "centralized_critic_2", "hierarchical_training", "multi_agent_cartpole",
@@ -78,9 +85,12 @@ MULTI_AGENT = {
     "restore_1_of_n_agents_from_checkpoint", "rock_paper_scissors_multiagent", "two_step_game",
     "two_trainer_workflow",
 }
-# The scripts that finish in seconds each: CI runs them (tests/cli/test_rllib_examples.py)
+# The scripts that finish in seconds each: CI runs them (tests/cli/test_rllib_examples.py). The multi-agent
+# ones: PPO and DQN each training its own policy; a learned policy (feed-forward, then LSTM) against RLlib's
+# hand-written rock-paper-scissors heuristics on PettingZoo; agents that come and go, spaces from PolicySpecs
 FAST = ("cartpole_lstm", "custom_env", "nested_action_spaces", "checkpoint_by_custom_criteria",
-        "parallel_evaluation_and_training", "deterministic_training")
+        "parallel_evaluation_and_training", "deterministic_training", "multi_agent_two_trainers",
+        "rock_paper_scissors_multiagent", "hierarchical_training")
 # Flags that stop a script early, where the script has them, and the arguments of those that
 # spell it otherwise. --num-cpus counts Ray's logical CPUs: 8 lets a trial that reserves four
 # rollout workers (replay_buffer_api) or evaluation workers beside itself start on a 2-core machine,
@@ -94,9 +104,13 @@ RAY_260 = {
     "cannot import name 'Logger' from 'ray.tune.logger'": "Ray 2.60 removed ray.tune.logger.Logger",
     "RunConfig(local_dir)` argument is deprecated": "Ray 2.60 removed RunConfig(local_dir=...)",
     "cannot import name 'SingleAgentRLModuleSpec'": "Ray 2.60 renamed SingleAgentRLModuleSpec",
-    "No module named 'ray.rllib.utils.deprecation'":
-        "RLlib 2.9's env/multi_agent.py imports ray.rllib.utils.deprecation, which Ray 2.60 moved",
 }
+# Modules the 2.9 helpers import that Ray 2.60 moved, unchanged, elsewhere: found under their 2.9 names
+# (RLlib 2.9's env/multi_agent.py, which most multi-agent scripts import, decorates with ``Deprecated``)
+MOVED = {"ray.rllib.utils.deprecation": "ray._common.deprecation"}
+# What NumPy 2 (installed; RLlib 2.9 ran on NumPy 1) removed that the 2.9 helpers call: NumPy 1's alias
+# of a function it kept (models/shared_weights_model.py and batch_norm_model.py size layers with np.product)
+NUMPY_1 = {"product": "prod"}
 # A script's own bug, which fails it on RLlib 2.9 as well: the line of its source that fails
 SCRIPT_OWN = {
     'np.log10(train_results["episode_reward_mean"])':
@@ -108,7 +122,10 @@ SCRIPT_OWN = {
 # 2.9 helper modules, and a line per Algorithm.train call naming whose class it was.
 SITECUSTOMIZE = '''
 import importlib.abc, importlib.machinery, os, sys
-from benchmarks.rllib_examples import rewrite
+import numpy
+from benchmarks.rllib_examples import MOVED, NUMPY_1, rewrite
+for _old, _new in NUMPY_1.items():
+    setattr(numpy, _old, getattr(numpy, _new))
 _TREE = os.environ["VOLLEY_SUITE_TREE"]
 _NAMES = set(os.environ["VOLLEY_SUITE_NAMES"].split())
 _LOG = os.environ["VOLLEY_SUITE_LOG"]
@@ -130,12 +147,20 @@ class _Loader(importlib.abc.Loader):
         self.loader.exec_module(module)
         module.Algorithm.train = _counted(module.Algorithm.train, self.owner)
 
+class _Moved(importlib.abc.Loader):
+    def create_module(self, spec):
+        return importlib.import_module(MOVED[spec.name])
+    def exec_module(self, module):
+        pass
+
 class _Rewritten(importlib.machinery.SourceFileLoader):
     def get_code(self, fullname):  # never cached: the rule's names change with volley
         return compile(rewrite(self.get_data(self.path).decode(), _NAMES), self.path, "exec", dont_inherit=True)
 
 class _Finder(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path, target=None):
+        if name in MOVED:
+            return importlib.machinery.ModuleSpec(name, _Moved())
         if name.startswith("ray.rllib.examples."):
             spec = importlib.machinery.PathFinder.find_spec(name, path)
             if spec is not None and str(spec.origin).startswith(_TREE) and spec.origin.endswith(".py"):
@@ -355,7 +380,8 @@ def write_results(text: str) -> None:
             "the seconds are wall time on a shared 2-core machine, a guide only). `ok`: volley's "
             "`Algorithm.train` ran (RLlib's never did), exit 0, no Tune trial errored; `ray-2.60`: the script "
             "uses what Ray 2.60 (installed) removed, so it fails whatever library trains; `script`: a bug of the "
-            f"script's own fails it, as on RLlib 2.9.\n\n{text}\n")
+            "script's own fails it, as on RLlib 2.9. What Ray 2.60 moved unchanged and NumPy 1's `np.product` are "
+            f"found under their 2.9 names.\n\n{text}\n")
     if SECTION in results:
         start = results.index(SECTION)
         end = results.find("\n## ", start + len(SECTION))

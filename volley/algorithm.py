@@ -19,6 +19,7 @@ from volley.config import AlgorithmConfig
 from volley.errors import CheckpointError, ConfigError
 from volley.learner.loop import Learner
 from volley.learner.multi_agent import MultiAgent, is_multi_agent, multi_agent_class
+from volley.policies import check_rllib_policy_class
 from volley.registry import REGISTRY, algorithm_class, registered_name, unknown_algorithm
 
 # Every algorithm class defined so far, by its class name in lower case ("ppo", "apexdqn"): the
@@ -38,9 +39,20 @@ class Algorithm(Learner):
                 workers: Any = None) -> Algorithm:
         """A run of this algorithm; on a multi-agent environment, or with ``config.multi_agent(policies=...)``,
         a :class:`~volley.learner.multi_agent.MultiAgent` one (still an instance of this class)."""
+        policy_class = cls.get_default_policy_class(cls.get_default_config() if config is None else config)
+        if policy_class is not None:
+            check_rllib_policy_class(policy_class, cls.config_class.algo_name,
+                                     f"{cls.__name__}.get_default_policy_class()")
         if workers is None and not issubclass(cls, MultiAgent) and is_multi_agent(config, env):
             cls = multi_agent_class(cls)  # type: ignore[assignment]
         return super().__new__(cls)
+
+    @classmethod
+    def get_default_policy_class(cls, config: AlgorithmConfig | dict[str, Any]) -> type | None:
+        """RLlib's hook naming the policy class an algorithm trains: None, volley's own network. A
+        subclass may return RLlib's policy class of its algorithm, or a subclass of it that changes
+        none of its methods (:func:`~volley.policies.check_rllib_policy_class`); any other is refused."""
+        return None
 
     @staticmethod
     def named(name: str) -> type[Algorithm]:

@@ -88,6 +88,20 @@ def json_part(value: Any, where: str) -> tuple[Any, dict[str, str]]:
 NOT_STORED = "not_stored"  # the manifest's record of the config's parts JSON could not hold
 
 
+def _unshared(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``tensors`` on the CPU, each with memory of its own: safetensors refuses tensors that share
+    memory, as the layer that two policies' models share does (RLlib's shared_weights_model);
+    restoring writes the one layer from either copy."""
+    seen: set[int] = set()
+    result = {}
+    for key, tensor in tensors.items():
+        tensor = tensor.detach().cpu().contiguous()
+        storage = tensor.untyped_storage().data_ptr()
+        result[key] = tensor.clone() if storage in seen else tensor
+        seen.add(storage)
+    return result
+
+
 def write_checkpoint(path: str | os.PathLike, tensors: dict[str, torch.Tensor],
                      manifest: dict[str, Any]) -> Path:
     """Write ``tensors`` and ``manifest`` to directory ``path``, atomically; of the manifest's
@@ -104,7 +118,7 @@ def write_checkpoint(path: str | os.PathLike, tensors: dict[str, torch.Tensor],
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}{_WRITING}", dir=dest.parent))
     try:
         tmp.chmod(0o755)  # mkdtemp makes it private; a checkpoint is an ordinary directory
-        save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, tmp / TENSORS)
+        save_file(_unshared(tensors), tmp / TENSORS)
         full = {"format_version": FORMAT_VERSION, "volley_version": __version__, **manifest,
                 "files": {TENSORS: _sha256(tmp / TENSORS)}}
         (tmp / MANIFEST).write_text(json.dumps(full, indent=1))

@@ -428,13 +428,13 @@ _FIELDS = {"reset": ("observations", "infos"),
 
 
 def checked_output(env: Any, method: Literal["reset", "step"], output: Any,
-                   known_agents: Container[Any] = frozenset()) -> tuple[dict[Any, Any], ...]:
+                   known_agents: Container[Any] | None = frozenset()) -> tuple[dict[Any, Any], ...]:
     """``output`` of ``env.reset()`` or ``env.step()``, after checking that it is what a multi-agent
     environment returns: a tuple of dicts keyed by agent id; ``terminateds`` and ``truncateds``
     with ``"__all__"``; an observation for at least one agent while the episode goes on (or no
     agent could act); a space for each agent that observes (looked up for agents not in
-    ``known_agents``: a worker passes those whose spaces it holds). Otherwise one line of EnvError
-    that names the environment's class and the value."""
+    ``known_agents``: a worker passes those whose spaces it holds, None when it holds every
+    agent's). Otherwise one line of EnvError that names the environment's class and the value."""
     fields = _FIELDS[method]
     where = f"{type(env).__name__}.{method}()"
     if not isinstance(output, tuple | list) or len(output) != len(fields):
@@ -454,12 +454,12 @@ def checked_output(env: Any, method: Literal["reset", "step"], output: Any,
     if not obs and not ended:
         raise EnvError(f"{where} returned no observation ({shown(tuple(output))}) and the episode goes on: "
                        "no agent could act next")
-    for agent in obs:
-        if agent not in known_agents:
-            try:
-                agent_space(env, "observation", agent)
-            except EnvError as exc:
-                raise EnvError(f"{where} returned an observation for agent {agent!r}, but {exc}") from None
+    unknown = [] if known_agents is None else [agent for agent in obs if agent not in known_agents]
+    for agent in unknown:
+        try:
+            agent_space(env, "observation", agent)
+        except EnvError as exc:
+            raise EnvError(f"{where} returned an observation for agent {agent!r}, but {exc}") from None
     return tuple(output)
 
 

@@ -62,21 +62,27 @@ def test_a_run_counts_as_ok_only_when_volley_trained_and_no_trial_errored():
 
 def test_the_helper_modules_load_from_the_2_9_folder_under_the_same_rule(tmp_path):
     """curriculum_learning.py's helper env/curriculum_capable_env.py subclasses 2.9's TaskSettableEnv
-    (``from ray.rllib.env.apis.task_settable_env import``), which Ray 2.60 removed."""
+    (``from ray.rllib.env.apis.task_settable_env import``), which Ray 2.60 removed; env/multi_agent.py
+    imports ``Deprecated`` from where Ray 2.60 no longer has it, and models/shared_weights_model.py
+    calls NumPy 1's ``np.product``."""
     helper = tmp_path / "tree" / "ray" / "rllib" / "examples" / "env"
     helper.mkdir(parents=True)
     (helper.parent / "__init__.py").write_text("")
     (helper / "__init__.py").write_text("")
     (helper / "lake.py").write_text("from ray.rllib.env.apis.task_settable_env import TaskSettableEnv, TaskType\n"
+                                    "from ray.rllib.utils.deprecation import Deprecated\n"
+                                    "import numpy as np\n"
+                                    "SIZE = int(np.product((2, 3)))\n"
                                     "class Lake(TaskSettableEnv):\n    pass\n")
     (tmp_path / "site").mkdir()
     (tmp_path / "site" / "sitecustomize.py").write_text(rllib_examples.SITECUSTOMIZE)
-    code = "from ray.rllib.examples.env.lake import Lake, TaskType; print(Lake.__mro__[1].__module__, TaskType)"
+    code = ("from ray.rllib.examples.env.lake import Lake, SIZE, TaskType, Deprecated; "
+            "print(Lake.__mro__[1].__module__, TaskType, SIZE, Deprecated.__module__)")
     env = {**rllib_examples.child_env(tmp_path / "site", tmp_path / "tree", tmp_path / "trains.log"),
            "VOLLEY_SUITE_NAMES": " ".join(rllib_examples.volley_names())}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.split() == ["volley.envs", "typing.Any"]
+    assert out.stdout.split() == ["volley.envs", "typing.Any", "6", "ray._common.deprecation"]
     assert not list(helper.rglob("*.pyc"))  # never cached: the next run's names may differ
 
 

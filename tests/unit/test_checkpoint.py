@@ -118,3 +118,16 @@ def _reload(path):
     tensors, manifest = read_checkpoint(path)
     manifest = {k: v for k, v in manifest.items() if k not in ("format_version", "volley_version", "files")}
     return tensors, manifest
+
+
+def test_tensors_that_share_memory_are_stored_each_in_full(tmp_path):
+    """Two policies' models share a layer (RLlib's shared_weights_model, in multi_agent_cartpole.py):
+    safetensors refuses shared memory, so each name is written with a copy of its own."""
+    layer = torch.nn.Linear(3, 2)
+    tensors = {"policies.a.shared.weight": layer.weight, "policies.b.shared.weight": layer.weight,
+               "policies.b.own": torch.arange(4.0)[1:]}  # a view into memory of its own
+    write_checkpoint(tmp_path / "checkpoint", tensors, {})
+    read, _ = read_checkpoint(tmp_path / "checkpoint")
+    assert sorted(read) == sorted(tensors)
+    for name, tensor in tensors.items():
+        assert torch.equal(read[name], tensor.detach())

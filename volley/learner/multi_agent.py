@@ -18,12 +18,14 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from functools import cache
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 import torch
 
 from volley.callbacks import EnvContext
+from volley.checkpoint import SavedCheckpoint, json_part
 from volley.config import AlgorithmConfig
 from volley.engines import WorkerGroup, make_worker_group
 from volley.envs import EnvCreator, registered_creator
@@ -34,7 +36,8 @@ from volley.models import Policy as Network
 from volley.multi_agent_env import is_multi_agent_env
 from volley.named import env_name
 from volley.policies import PolicyEntry, PolicyMap, PolicySetup
-from volley.rllib_policies import Policy, PolicySpec, policies_value
+from volley.registry import algorithm_class
+from volley.rllib_policies import CheckpointedPolicy, Policy, PolicySpec, policies_value
 from volley.rllib_results import DEFAULT_POLICY
 from volley.rollout.filters import FilterStats
 from volley.rollout.multi_agent import MultiAgentSample
@@ -155,7 +158,9 @@ class MultiAgent(Learner):
         config = self.setup_.configs[policy_id].copy(copy_frozen=False).update(
             seed=self.config.seed + 7919 * index, callbacks_class=None, create_env_on_driver=False,
             evaluation_num_workers=0, evaluation_interval=None)
-        return self.algorithm_class(config, workers=PolicyWorkers(self, policy_id, self.policy_spaces[policy_id]))
+        other = self.setup_.policy_map.entries[policy_id].algorithm  # a policy this run acts with, never trains
+        algorithm = self.algorithm_class if other is None else algorithm_class(other)
+        return algorithm(config, workers=PolicyWorkers(self, policy_id, self.policy_spaces[policy_id]))
 
     # -- sampling and the training step ----------------------------------------------------------
 
@@ -257,8 +262,7 @@ class MultiAgent(Learner):
             raise ConfigError(f"add_policy: policy {policy_id!r} exists already")
         spec = policy_spec or PolicySpec(policy_cls, observation_space, action_space, config)
         described = policies_value({policy_id: spec})[policy_id]  # type: ignore[index]
-        entry = PolicyEntry(policy_id, spec.policy_class if spec.policy_class is None or isinstance(
-            spec.policy_class, type) else None, spec.observation_space, spec.action_space, described["config"])
+        entry = PolicyEntry.of(policy_id, described, self.config.algo_name)
         policy_map = self.setup_.policy_map.with_policy(entry, policy_mapping_fn, policies_to_train)
         self._change_policies(policy_map, {policy_id: described})
         if entry.learned:
@@ -307,6 +311,15 @@ class MultiAgent(Learner):
                  "recent_lengths": list(self._recent_lengths), "rng": self.rng.bit_generator.state,
                  "policies": policies}
         return tensors, state
+
+    def save(self, path: str | Path | None = None) -> SavedCheckpoint:
+        """The run's checkpoint, and in it RLlib's ``policies/<id>/``: each learned policy's weights and
+        config, which ``Policy.from_checkpoint`` reads (RLlib's restore_1_of_n_agents_from_checkpoint)."""
+        saved = super().save(path)
+        for policy_id, learner in self.learners.items():
+            config, _ = json_part(learner.config.to_dict(), "")
+            CheckpointedPolicy(policy_id, learner.policy.get_weights(), config).write(Path(saved) / "policies" / policy_id)
+        return saved
 
     def load_checkpoint_state(self, tensors: dict[str, torch.Tensor], state: dict[str, Any], path: Any) -> None:
         for policy_id, learner in self.learners.items():

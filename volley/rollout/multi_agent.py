@@ -211,6 +211,8 @@ class MultiAgentSample:
 class MultiAgentRolloutWorker:
     """Owns ``num_envs_per_worker`` multi-agent environments and samples them with every policy."""
 
+    _known: set[Any] | None  # the agents whose spaces the environment declares (None: every PolicySpec gives them)
+
     def __init__(self, config: AlgorithmConfig, worker_index: int, postprocess: Postprocess,
                  env_creator: EnvCreator | None = None, num_envs: int | None = None, seed_offset: int = 0,
                  render_mode: str | None = None, *, plan: RolloutPlan, setup: PolicySetup,
@@ -277,6 +279,10 @@ class MultiAgentRolloutWorker:
                 raise EnvError(f"policy {policy_id!r}: no agent of {type(env).__name__} is mapped to it and its "
                                "PolicySpec gives no observation_space/action_space; give them there")
             result[policy_id] = (obs_space, act_space)
+        # where every PolicySpec gives the spaces, an agent's are its policy's and the environment need declare
+        # none (RLlib's hierarchical_training declares none)
+        if all(e.observation_space is not None and e.action_space is not None for e in self.setup.policy_map.entries.values()):
+            self._known = None
         return result
 
     def spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
