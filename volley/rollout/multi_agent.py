@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from itertools import chain
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -42,9 +43,6 @@ from volley.rollout.filters import FilterStats
 from volley.rollout.policy_actors import PolicyActor, RowStreams
 from volley.rollout.sequences import PREVIOUS, stored_states
 from volley.rollout.worker import Postprocess, SampleResult, env_major
-
-if TYPE_CHECKING:
-    pass
 
 
 @dataclass
@@ -308,8 +306,12 @@ class MultiAgentRolloutWorker:
                 agent.open.reward += reward
         all_terminated, all_truncated = bool(terminateds["__all__"]), bool(truncateds.get("__all__", False))
         ended = all_terminated or all_truncated
-        seen = set(obs) | set(terminateds) | set(truncateds) | (set(self._agents[j]) if ended else set())
-        for agent_id in seen - {"__all__"} - self._done[j]:
+        done = self._done[j]
+        # every agent that observes or has flags (and, as the episode ends, every agent in it), not done yet: an
+        # agent met twice is met again harmlessly (its step closed, or it is done), so no set is built per step
+        for agent_id in chain(obs, terminateds, truncateds, self._agents[j] if ended else ()):
+            if agent_id == "__all__" or agent_id in done:
+                continue
             agent = self._agent(j, agent_id)
             # an agent's own flags say whether it is bootstrapped ("__all__" is terminated when every agent
             # was truncated, as RLlib's make_multi_agent sets it); "__all__"'s hold for an agent without any
@@ -321,7 +323,7 @@ class MultiAgentRolloutWorker:
                 agent.close(None, terminated, truncated)
             if not (terminated or truncated):
                 continue
-            self._done[j].add(agent_id)
+            done.add(agent_id)
             if agent.closed and agent.closed[-1].next_obs is None:  # its final observation (or, without one, its last)
                 last, final, actor = agent.closed[-1], obs.get(agent_id), self.actors[agent.policy_id]
                 last.next_obs = last.obs if final is None else actor.observe([final], update=False)[0]
@@ -335,7 +337,7 @@ class MultiAgentRolloutWorker:
             self._records.append(episode.record())
             self._reset(j)
         else:
-            self._obs[j] = {agent_id: o for agent_id, o in obs.items() if agent_id not in self._done[j]}
+            self._obs[j] = {agent_id: o for agent_id, o in obs.items() if agent_id not in done}
 
     def sample(self, weights: dict[str, np.ndarray], filters: dict[str, FilterStats | None],
                num_episodes: int | None = None) -> MultiAgentSample:
