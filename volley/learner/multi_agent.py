@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 from typing import Any, ClassVar
@@ -39,6 +40,7 @@ from volley.policies import PolicyEntry, PolicyMap, PolicySetup
 from volley.registry import algorithm_class
 from volley.rllib_policies import CheckpointedPolicy, Policy, PolicySpec, policies_value
 from volley.rllib_results import DEFAULT_POLICY
+from volley.rollout.batch import Batch
 from volley.rollout.filters import FilterStats
 from volley.rollout.multi_agent import MultiAgentSample
 from volley.rollout.worker import SampleResult
@@ -79,7 +81,9 @@ def is_multi_agent(config: AlgorithmConfig | dict[str, Any] | None, env: Any) ->
 
 class PolicyWorkers(WorkerGroup):
     """One policy's view of a multi-agent run's workers: ``sample`` gives the policy's part of the
-    run's latest sample (the run samples again if the policy has read it already)."""
+    run's latest sample (the run samples again if the policy has read it already). A worker that had
+    no agent of the policy sampled a batch without columns: it gets the others' columns, with no
+    rows, so the learner concatenates the workers' batches as a single-agent run's."""
 
     def __init__(self, run: MultiAgent, policy_id: str, spaces: tuple[Any, Any]) -> None:
         self.run, self.policy_id, self._spaces = run, policy_id, spaces
@@ -89,7 +93,10 @@ class PolicyWorkers(WorkerGroup):
         if method != "sample":
             raise ConfigError(f"{type(self.run).__name__} trains policy {self.policy_id!r} of a multi-agent run from "
                               f"sampled batches; '{method}' is not available there")
-        return self.run.policy_results(self.policy_id)
+        results = self.run.policy_results(self.policy_id)
+        columns = next((result.batch for result in results if result.batch), Batch())
+        return [result if result.batch else replace(result, batch=Batch({key: value[:0] for key, value in columns.items()}))
+                for result in results]
 
     def spaces(self) -> tuple[Any, Any]:
         return self._spaces
