@@ -17,6 +17,7 @@ from (seed, slot, policy), so a run is a function of its config and seed.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any
@@ -127,7 +128,7 @@ class MultiAgentRolloutWorker:
         first = seed_offset + (worker_index if slot is None else slot) * self.num_envs
         self.env_indices = list(range(first, first + self.num_envs))
         self.envs = [make_multi_agent_env(config.env, EnvContext(config.env_config, worker_index, j, self.num_workers),
-                                          env_creator) for j in range(self.num_envs)]
+                                          env_creator, render_mode) for j in range(self.num_envs)]
         self._slot = first
         self._rng = np.random.default_rng([config.seed, first, 2])  # episode ids
         self.actors = {policy_id: PolicyActor(policy_id, setup, spaces, RowStreams(config.seed, [first, k]))
@@ -406,11 +407,12 @@ class MultiAgentRolloutWorker:
         return results
 
     def evaluate(self, weights: dict[str, np.ndarray], filters: dict[str, FilterStats | None],
-                 num_episodes: int | None = None, num_steps: int | None = None, before_step: Any = None
-                 ) -> tuple[np.ndarray, np.ndarray, list[EpisodeRecord]]:
+                 num_episodes: int | None = None, num_steps: int | None = None,
+                 before_step: Callable[[], None] | None = None) -> tuple[np.ndarray, np.ndarray, list[EpisodeRecord]]:
         """Play whole episodes (``num_episodes``, or until ``num_steps`` environment steps) with the
         policies' most likely actions unless ``config.explore``; returns their returns (summed over
-        agents) and lengths."""
+        agents) and lengths. ``before_step`` is called before every step (environment 0's, on the
+        driver's worker of one environment), so a video gets one frame per episode step."""
         self._load(weights, filters)
         self._obs = [{} for _ in self.envs]
         for j in range(self.num_envs):
@@ -419,6 +421,8 @@ class MultiAgentRolloutWorker:
         lengths: list[int] = []
         steps = 0
         while (len(returns) < (num_episodes or 1)) if num_steps is None else (steps < num_steps or not returns):
+            if before_step is not None:
+                before_step()
             steps += self._step_all(self.config.explore, False, [], returns, lengths)[0]
         self._obs = None
         records, self._records = self._records, []
