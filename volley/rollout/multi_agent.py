@@ -29,7 +29,7 @@ from volley.acting import zero_actions
 from volley.callbacks import DefaultCallbacks, EnvContext, EpisodeRecord, Hooks
 from volley.config import AlgorithmConfig, RolloutPlan
 from volley.envs import EnvCreator, env_actions
-from volley.errors import ConfigError, EnvError
+from volley.errors import ConfigError, EnvError, shown
 from volley.multi_agent_env import (
     agent_spaces,
     checked_output,
@@ -215,10 +215,25 @@ class MultiAgentRolloutWorker:
             self._states.append({})
             self._done.append(set())
         assert self._obs is not None
+        obs = self._observed(obs, j, episode)
         self._obs[j] = obs
         episode.last_obs.update(obs)
         self.hooks("on_episode_start", worker=self, base_env=self.envs[j], policies=self.actors, episode=episode,
                    env_index=j)
+
+    def _observed(self, obs: dict[Any, Any], j: int, episode: AgentEpisode) -> dict[Any, Any]:
+        """Environment ``j``'s observations as the policies see them: as the environment gave them, or as
+        the config's ``observation_fn`` rewrites them (RLlib's call, whose dict may drop agents, which
+        then do not act, or add some)."""
+        observation_fn = self.setup.observation_fn
+        if observation_fn is None:
+            return obs
+        rewritten = observation_fn(agent_obs=obs, worker=self, base_env=self.envs[j], policies=self.actors,
+                                   episode=episode)
+        if not isinstance(rewritten, dict):
+            raise ConfigError(f"observation_fn {self.config.observation_fn} returned {shown(rewritten)}: it must return "
+                              "a dict of the agents' observations")
+        return rewritten
 
     def _agent(self, j: int, agent_id: Any) -> AgentTrajectory:
         """Agent ``agent_id`` of environment ``j`` this episode, mapped to its policy on first sight."""
@@ -291,7 +306,6 @@ class MultiAgentRolloutWorker:
         obs, rewards, terminateds, truncateds, infos = checked_output(env, "step", env.step(actions), self._known)
         episode = self._episodes[j]
         episode.length += 1
-        episode.last_obs.update(obs)
         episode.last_infos.update(infos)
         episode.last_rewards = {agent_id: float(reward) for agent_id, reward in rewards.items()}
         for agent_id, reward in rewards.items():
@@ -305,6 +319,8 @@ class MultiAgentRolloutWorker:
             episode.agent_rewards[key] = episode.agent_rewards.get(key, 0.0) + reward
             if agent.open is not None:
                 agent.open.reward += reward
+        obs = self._observed(obs, j, episode)  # with the step counted, as RLlib calls it
+        episode.last_obs.update(obs)
         all_terminated, all_truncated = bool(terminateds["__all__"]), bool(truncateds.get("__all__", False))
         ended = all_terminated or all_truncated
         done = self._done[j]
