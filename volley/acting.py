@@ -14,6 +14,7 @@ does everything that learns.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import gymnasium as gym
 import numpy as np
@@ -27,12 +28,29 @@ from volley.networks.registry import twin_kind
 from volley.observations import ObsMask
 from volley.spaces import action_layout
 
+if TYPE_CHECKING:
+    from volley.models import Policy
+
 
 def zero_actions(action_space: gym.Space, n: int) -> np.ndarray:
     """``n`` actions of zeros in the flat layout of batches (:mod:`volley.spaces`): the previous
     action a recurrent network reads at an episode start."""
     layout = action_layout(action_space)
     return np.zeros((n,) if layout.kind == "discrete" else (n, layout.width), layout.dtype)
+
+
+def load_flat_weights(weights: np.ndarray, loaded: np.ndarray | None, network: Policy | None,
+                      actor: NumpyActor | None) -> np.ndarray:
+    """A worker's copy of a policy takes the learner's flat ``weights``: into the torch ``network``
+    once it is built (from then on it is what acts), else into the numpy ``actor``; nothing when
+    they are ``loaded``, the very array loaded last (a streaming worker samples fragment after
+    fragment with one). Returns the array now loaded."""
+    if weights is not loaded:
+        if network is not None:
+            network.set_flat_weights(weights)
+        elif actor is not None:
+            actor.load(weights)
+    return weights
 
 
 def parameter_shapes(obs_size: int, action_space: gym.Space, model: ModelConfig,

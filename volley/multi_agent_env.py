@@ -19,6 +19,7 @@ four forms, old API and new; :func:`agent_spaces` resolves them all.
 from __future__ import annotations
 
 import copy
+import inspect
 from collections.abc import Callable, Container
 from typing import Any, Literal
 
@@ -130,8 +131,10 @@ def make_multi_agent(env_name_or_creator: str | Callable[[dict], gym.Env]) -> ty
     """A :class:`MultiAgentEnv` class of ``num_agents`` independent copies of a single-agent env.
 
     ``env_name_or_creator`` is a Gymnasium id (or a name given to ``register_env``) or a creator
-    called with the config. The class's ``__init__(config)`` reads ``config["num_agents"]``
-    (default 1); agents are 0 .. n-1, each with the single environment's spaces. An agent that is
+    called with the config. The class's ``__init__(config, render_mode=None)`` reads
+    ``config["num_agents"]`` (default 1); agents are 0 .. n-1, each with the single environment's
+    spaces. ``render_mode`` goes to the copies of a Gymnasium id (a creator chooses its own), and
+    ``render()`` is agent 0's. An agent that is
     done observes no more (actions for it are ignored); ``"__all__"`` is terminated once every
     agent is done and truncated once every agent was truncated, as RLlib's. Unlike RLlib's, which
     gives every copy the same seed (so that its agents start alike), each copy's seed is drawn
@@ -140,14 +143,16 @@ def make_multi_agent(env_name_or_creator: str | Callable[[dict], gym.Env]) -> ty
     make_one = _single_env_creator(env_name_or_creator)
 
     class MultiEnv(MultiAgentEnv):
-        def __init__(self, config: dict | None = None) -> None:
+        def __init__(self, config: dict | None = None, render_mode: str | None = None) -> None:
             super().__init__()
             config = copy.copy(config) if config is not None else {}  # an EnvContext stays one
             num_agents = config.pop("num_agents", 1)
             if not isinstance(num_agents, int) or isinstance(num_agents, bool) or num_agents < 1:
                 raise ConfigError(f"env_config num_agents={num_agents!r}: make_multi_agent needs a "
                                   "whole number of agents, at least 1")
-            self.envs = [make_one(config) for _ in range(num_agents)]
+            self.envs = [make_one(config, render_mode) for _ in range(num_agents)]
+            self.render_mode = getattr(self.envs[0], "render_mode", None)
+            self.metadata = getattr(self.envs[0], "metadata", self.metadata)  # its render_fps
             self.observation_space = self.envs[0].observation_space
             self.action_space = self.envs[0].action_space
             self.possible_agents = list(range(num_agents))
@@ -200,18 +205,19 @@ def _agent_seed(seed: int | None, agent: int) -> int | None:
     return None if seed is None else int(np.random.SeedSequence([seed, agent]).generate_state(1)[0])
 
 
-def _single_env_creator(env_name_or_creator: Any) -> Callable[[dict], gym.Env]:
-    """``make_multi_agent``'s argument as a creator of one single-agent environment."""
-    if callable(env_name_or_creator):
-        return env_name_or_creator
-    if not isinstance(env_name_or_creator, str):
+def _single_env_creator(env_name_or_creator: Any) -> Callable[[dict, str | None], gym.Env]:
+    """``make_multi_agent``'s argument as a creator of one single-agent environment from the config
+    and a render mode (which only a Gymnasium id takes: a creator chooses its own)."""
+    creator = env_name_or_creator
+    if isinstance(env_name_or_creator, str):
+        creator = registered_creator(env_name_or_creator)
+        if creator is None:
+            check_env_id(env_name_or_creator)
+            return lambda _config, render_mode: gym.make(env_name_or_creator, render_mode=render_mode)
+    if not callable(creator):
         raise ConfigError(f"make_multi_agent({shown(env_name_or_creator)}): give a Gymnasium id or a "
                           "function of the env_config that returns a gymnasium.Env")
-    creator = registered_creator(env_name_or_creator)
-    if creator is not None:
-        return creator
-    check_env_id(env_name_or_creator)
-    return lambda _config: gym.make(env_name_or_creator)
+    return lambda config, _render_mode: creator(config)
 
 
 class _PettingZooWrapper(MultiAgentEnv):
@@ -314,18 +320,22 @@ def is_multi_agent_env(obj: Any) -> bool:
     return _has_base_class(cls, ("MultiAgentEnv",), _BASE_MODULES)
 
 
-def make_multi_agent_env(env: str, env_config: dict, creator: Callable[[dict], Any] | None) -> Any:
+def make_multi_agent_env(env: str, env_config: dict, creator: Callable[[dict], Any] | None,
+                         render_mode: str | None = None) -> Any:
     """One multi-agent environment of what a config's ``env`` names: ``creator(env_config)`` (a
     function given to ``register_env`` or an environment class; without one, the creator
     registered as ``env``). A ConfigError names ``env`` when it is not a multi-agent environment.
+    ``render_mode`` goes to a class that takes one, as Gymnasium's do (``make_multi_agent``'s
+    classes); a creator function chooses its own.
     """
     creator = creator or registered_creator(env)
     if creator is None:
         raise ConfigError(f"environment '{env}' is not a multi-agent environment: multi-agent training "
                           f"needs a MultiAgentEnv (for copies of one Gymnasium environment: "
                           f"register_env('{env}', make_multi_agent('{env}')))")
+    render = {"render_mode": render_mode} if render_mode is not None and _takes_render_mode(creator) else {}
     try:
-        made = creator(copy.copy(env_config))  # an EnvContext stays one
+        made = creator(copy.copy(env_config), **render)  # an EnvContext stays one
     except VolleyError:
         raise
     except Exception as exc:  # the user's creator: name it, keep the cause for Python users
@@ -335,6 +345,11 @@ def make_multi_agent_env(env: str, env_config: dict, creator: Callable[[dict], A
         raise ConfigError(f"environment '{env}' is not a multi-agent environment: its creator returned "
                           f"{type(made).__name__} {shown(made)}{_wrapping_hint(made)}")
     return made
+
+
+def _takes_render_mode(creator: Callable[..., Any]) -> bool:
+    """Whether ``creator`` is an environment class whose ``__init__`` takes ``render_mode``."""
+    return isinstance(creator, type) and "render_mode" in inspect.signature(creator).parameters
 
 
 def _wrapping_hint(made: Any) -> str:

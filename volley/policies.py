@@ -29,6 +29,8 @@ from volley.rllib_policies import POLICY_CLASSES, Policy, policies_value
 from volley.rllib_results import DEFAULT_POLICY
 
 MappingFn = Callable[..., str]
+# RLlib's ObservationFunction: fn(agent_obs=, worker=, base_env=, policies=, episode=) -> the agents' observations
+ObservationFn = Callable[..., dict[Any, Any]]
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,7 @@ class PolicyEntry:
             config = own.from_dict({k: v for k, v in run.to_dict().items()
                                     if k in own.field_specs() and v != defaults.get(k)})
         config = config.update_from_dict(self.overrides)
-        return config.update(policies=None, policy_mapping_fn=None, policies_to_train=None)
+        return config.update(policies=None, policy_mapping_fn=None, policies_to_train=None, observation_fn=None)
 
 
 def rllib_algorithm(policy_class: str) -> str | None:
@@ -197,15 +199,18 @@ class PolicyMap:
 @dataclass(frozen=True)
 class PolicySetup:
     """What a multi-agent worker is built from, resolved on the driver and shipped in its recipe: the
-    policy map, and each learned policy's config and network (unbound: a worker binds the spaces of
-    the agents it finds mapped to the policy)."""
+    policy map, each learned policy's config and network (unbound: a worker binds the spaces of
+    the agents it finds mapped to the policy), and the config's ``observation_fn``."""
 
     policy_map: PolicyMap
     configs: dict[str, AlgorithmConfig]
     networks: dict[str, NetworkSpec]
+    observation_fn: ObservationFn | None = None
 
     @classmethod
     def of(cls, config: AlgorithmConfig, policy_map: PolicyMap | None = None) -> PolicySetup:
         policy_map = policy_map or PolicyMap.of(config)
         configs = {policy_id: entry.config(config) for policy_id, entry in policy_map.entries.items() if entry.learned}
-        return cls(policy_map, configs, {policy_id: NetworkSpec.of(c) for policy_id, c in configs.items()})
+        observation_fn = find_function("observation_fn", config.observation_fn) if config.observation_fn else None
+        return cls(policy_map, configs, {policy_id: NetworkSpec.of(c) for policy_id, c in configs.items()},
+                   observation_fn)

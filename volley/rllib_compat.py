@@ -301,6 +301,9 @@ RLLIB_KEYS: list[RLlibKey] = [
          note=" (fn(agent_id, episode, worker, **kwargs), called once per agent per episode)"),
     same("policies_to_train", "multi_agent", example=["p0"]),
     same("count_steps_by", "multi_agent", example="agent_steps"),
+    same("observation_fn", "multi_agent", example="my_script:observation_fn",
+         note=" (fn(agent_obs, worker, base_env, policies, episode, **kw) -> agent_obs, at every reset and step; "
+         "multi-agent runs only)"),
     same("callbacks_class", "callbacks", example="volley.callbacks:DefaultCallbacks",
          note=" (a DefaultCallbacks subclass, or a list of them; RLlib's old stack's hooks: see "
          "docs/extending.md)"),

@@ -324,10 +324,10 @@ INTERNAL: list[tuple[tuple[str, ...], str, tuple[str, ...]]] = [
      "plays to the end", (
         "custom_eval_function", "custom_async_evaluation_function", "enable_async_evaluation",
         "evaluation_error_after_n_consecutive_skips")),
-    (("multi_agent",), "volley keeps every policy of a run in memory and each agent acts on its own "
-     "observation; a policy's own settings go in PolicySpec(config=...)", (
+    (("multi_agent",), "volley keeps every policy of a run in memory; a policy's own settings go in "
+     "PolicySpec(config=...)", (
         "algorithm_config_overrides_per_module", "policy_map_capacity", "policy_map_cache",
-        "policy_states_are_swappable", "observation_fn")),
+        "policy_states_are_swappable")),
     (("fault_tolerance",), "volley counts each kind of actor's replacements (max_worker_restarts), not "
      "failures in a row", ("num_consecutive_env_runner_failures_tolerance",
                            "num_consecutive_worker_failures_tolerance")),

@@ -143,6 +143,7 @@ def user_objects_of(config: AlgorithmConfig) -> dict[str, dict[str, Any]]:
                         ("custom_action_dist", config.model.custom_action_dist),
                         ("function", config.env_task_fn), ("function", config.custom_evaluation_function),
                         ("function", config.policy_mapping_fn), ("function", config.policies_to_train),
+                        ("function", config.observation_fn),
                         *[("policy_class", spec["policy_class"]) for spec in policies],
                         *[("custom_model", (spec["config"].get("model") or {}).get("custom_model")) for spec in policies]):
         found = NAMED[kind].find(given) if isinstance(given, str) else None

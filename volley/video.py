@@ -1,6 +1,7 @@
 """Evaluation videos: the frames of the driver's environment while ``evaluate()`` plays.
 
-Frames come from the environment's ``rgb_array`` render. Environments that cannot
+Frames come from the environment's ``rgb_array`` render (a multi-agent environment's ``render()``:
+the whole scene, one frame per environment step). Environments that cannot
 render (ale-py's vector Atari behind the default DeepMind preprocessing) give the
 image the agent sees instead: the newest frame of its observation. Headless
 rendering: CartPole draws with pygame; ALE renders by itself; MuJoCo needs an
@@ -17,7 +18,8 @@ from typing import Any
 import numpy as np
 
 from volley.envs import guarded_envs
-from volley.errors import ConfigError
+from volley.errors import ConfigError, shown
+from volley.rollout.multi_agent import MultiAgentRolloutWorker
 from volley.rollout.worker import RolloutWorker
 
 FORMATS = (".gif", ".mp4")
@@ -49,17 +51,19 @@ class FrameRecorder:
     in one line, and evaluation goes on without a video.
     """
 
-    def __init__(self, worker: RolloutWorker, env_id: str) -> None:
+    def __init__(self, worker: RolloutWorker | MultiAgentRolloutWorker, env_id: str) -> None:
         os.environ.setdefault("MUJOCO_GL", "egl")  # read when MuJoCo first renders
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # pygame draws offscreen, no display
         self.worker = worker
         self.env_id = env_id
+        # what is drawn: a single-agent worker's vector of environments, or a multi-agent one's first
+        self.env = worker.envs[0] if isinstance(worker, MultiAgentRolloutWorker) else worker.env
         self.frames: list[np.ndarray] = []
         self.failure: str | None = None
 
     @property
     def fps(self) -> float:
-        return float(self.worker.env.metadata.get("render_fps") or 30)
+        return float(self.env.metadata.get("render_fps") or 30)
 
     def __call__(self) -> None:
         if self.failure is not None:
@@ -74,6 +78,8 @@ class FrameRecorder:
         self.frames.append(frame)
 
     def _grab(self) -> np.ndarray:
+        if isinstance(self.worker, MultiAgentRolloutWorker):
+            return _multi_agent_frame(self.env)
         env = self.worker.env
         if env.render_mode == "rgb_array":
             frames = env.render()
@@ -91,6 +97,18 @@ class FrameRecorder:
                              f"{self.worker.observation_space} are not images")
         return frame
 
+
+def _multi_agent_frame(env: Any) -> np.ndarray:
+    """A multi-agent environment's ``render()`` as HxWx3 uint8: its ``rgb_array`` render, or what an
+    environment without a render mode draws by itself (as RLlib's example environments do)."""
+    mode = getattr(env, "render_mode", None)
+    if mode not in (None, "rgb_array"):
+        raise ValueError(f"its render_mode is {mode!r}; a video needs 'rgb_array'")
+    frame = env.render()
+    image = None if frame is None else _observation_image(np.asarray(frame))
+    if image is None:
+        raise ValueError(f"its render() gave {shown(frame)}, not an RGB image: make it with render_mode='rgb_array'")
+    return image
 
 
 def _render_hint(env_id: str) -> str:

@@ -47,6 +47,20 @@ def test_mp4_renders_headless_one_frame_per_episode_step(tmp_path, env, episodes
     assert out.stderr.strip() == ""
 
 
+def test_a_multi_agent_run_is_recorded_one_frame_per_environment_step(tmp_path):
+    config = PPOConfig().environment("MultiAgentCartPole", env_config={"num_agents": 2}).update(
+        engine="local", num_workers=0)
+    with config.build() as algo:
+        checkpoint = algo.save(tmp_path / "checkpoint")
+    video = tmp_path / "episodes.mp4"
+    out = volley("evaluate", checkpoint, "--episodes", "2", "--video", str(video))
+    assert out.returncode == 0, out.stderr
+    frames = imageio.mimread(video, memtest=False)
+    assert len(frames) == episode_steps(out.stdout, 2) > 2
+    assert frames[0].shape == (400, 600, 3)  # agent 0's CartPole
+    assert out.stderr.strip() == ""
+
+
 def test_gif_lasts_one_frame_time_per_episode_step(tmp_path):
     # GIF writers merge identical consecutive frames into one longer frame, so the
     # playing time, not the frame count, is what must match the episode.

@@ -320,7 +320,7 @@ def on_episode_end(*, episode, **kwargs):
 @pytest.mark.parametrize(("call", "pattern"), [
     (lambda: PPOConfig().resources(num_gpus_per_worker=1), r"num_gpus_per_worker=1 .* num_gpus gives"),
     (lambda: PPOConfig().training(model={"use_attention": True}), r"model\['use_attention'\]=True .* use_lstm=True"),
-    (lambda: PPOConfig().multi_agent(observation_fn="fn"), r"observation_fn='fn' .* each agent acts on its own"),
+    (lambda: PPOConfig().multi_agent(policy_map_capacity=5), r"policy_map_capacity=5 .* every policy of a run in memory"),
     (lambda: PPOConfig().callbacks(on_episode_end=on_episode_end),
      r"on_episode_end=.* methods of a DefaultCallbacks subclass .* callbacks_class"),
     (lambda: PPOConfig().rl_module(rl_module_spec="spec"), r"rl_module_spec='spec' .*\(ModelConfig\)"),

@@ -78,8 +78,8 @@ class BuilderMethods(ConfigSetter):
         return self._update_group("rl_module", kwargs)
 
     def multi_agent(self, **kwargs: Any) -> typing.Self:
-        """RLlib's ``policies``, ``policy_mapping_fn``, ``policies_to_train`` and ``count_steps_by``
-        (docs/multi_agent.md); its policy-map cache keys are accepted at their defaults."""
+        """RLlib's ``policies``, ``policy_mapping_fn``, ``policies_to_train``, ``observation_fn`` and
+        ``count_steps_by`` (docs/multi_agent.md); its policy-map cache keys are accepted at their defaults."""
         return self._update_group("multi_agent", kwargs)
 
     def callbacks(self, callbacks_class: Any = ..., **kwargs: Any) -> typing.Self:

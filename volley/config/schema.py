@@ -210,6 +210,10 @@ class ConfigFields:
     policies_to_train: list[str] | str | None = option(
         None, "multi_agent", "the policies that learn (a list, or fn(policy_id, batch) -> bool kept as "
         "'module:name'); None: every learned policy")
+    observation_fn: str | None = option(
+        None, "multi_agent", "fn(agent_obs, worker, base_env, policies, episode, **kw) -> agent_obs: rewrites (or "
+        "drops, or adds) the agents' observations of each reset and step before the policies see them "
+        "(RLlib's ObservationFunction; kept as 'module:name')")
     count_steps_by: Literal["env_steps", "agent_steps"] = option(
         "env_steps", "multi_agent", "what train_batch_size and rollout_fragment_length count in a multi-agent "
         "run: environment steps, or the steps of every agent")

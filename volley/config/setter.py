@@ -24,7 +24,7 @@ from volley.rllib_keys import RLlibKey, unset_deprecated
 from volley.rllib_policies import policies_value
 
 # keys holding a function, kept by name (volley.named)
-FUNCTION_KEYS = ("env_task_fn", "custom_evaluation_function", "policy_mapping_fn")
+FUNCTION_KEYS = ("env_task_fn", "custom_evaluation_function", "policy_mapping_fn", "observation_fn")
 
 # The unknown keys warned about in this process (once each)
 _WARNED: set[str] = set()

@@ -73,9 +73,9 @@ def ship_recipe(recipe: WorkerRecipe) -> None:
     shipped: list[tuple[str, Any]] = [("environment creator", recipe.env_creator),
                *[(what, cls) for s in specs for what, cls in (("custom model", s.model_class),
                                                               ("custom action dist", s.action_dist_class))]]
-    if recipe.setup is not None:  # a multi-agent run's mapping function and hand-written policies
+    if recipe.setup is not None:  # a multi-agent run's mapping and observation functions and hand-written policies
         policy_map = recipe.setup.policy_map
-        shipped += [("policy_mapping_fn", policy_map.mapping_fn),
+        shipped += [("policy_mapping_fn", policy_map.mapping_fn), ("observation_fn", recipe.setup.observation_fn),
                     *[("policy class", e.policy_class) for e in policy_map.entries.values()]]
     for what, user_object in shipped:
         if user_object is None:

@@ -102,6 +102,9 @@ class LearnerBase(ABC):
 
     def _set_up(self, config: AlgorithmConfig) -> None:
         """The learner's side of :meth:`__init__`, once the workers exist."""
+        if config.observation_fn is not None:
+            raise ConfigError(f"observation_fn rewrites the observations of a multi-agent environment's agents, and "
+                              f"'{config.env}' is a single-agent environment: wrap it in a gymnasium.ObservationWrapper")
         self.device = torch.device("cuda" if config.num_gpus > 0 and self.workers.learns else "cpu")
         self.observation_space, self.action_space = self.workers.spaces()
         torch.manual_seed(config.seed)  # after local workers exist, so every engine inits alike

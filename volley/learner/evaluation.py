@@ -205,13 +205,17 @@ class Evaluation(Sampling):
     def env(self) -> gym.Env:
         """The driver's environment, to step with ``compute_single_action`` (as in RLlib).
 
-        Its observations are the workers' (same wrappers), so they fit the policy. As RLlib's local
-        worker, the driver has one when it samples itself (``num_workers=0``) or is asked to.
+        Its observations are the workers' (same wrappers), so they fit the policy.
         """
+        self.check_env_on_driver()
+        return SingleEnv(self.driver_worker().env)
+
+    def check_env_on_driver(self) -> None:
+        """As RLlib's local worker, the driver has an environment (``algo.env``) when it samples itself
+        (``num_workers=0``) or is asked to; a ConfigError saying how otherwise."""
         if not self.config.create_env_on_driver and self.workers.plan.num_workers > 0:
             raise ConfigError("algo.env needs create_env_on_driver=True (or num_workers=0), e.g. "
                               "config.rollouts(create_env_on_driver=True)")
-        return SingleEnv(self.driver_worker().env)
 
     def evaluate(self, num_episodes: int | None = None,
                  before_step: Callable[[], None] | None = None) -> dict[str, Any]:

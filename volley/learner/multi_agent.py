@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 from typing import Any, ClassVar
@@ -39,8 +40,9 @@ from volley.policies import PolicyEntry, PolicyMap, PolicySetup
 from volley.registry import algorithm_class
 from volley.rllib_policies import CheckpointedPolicy, Policy, PolicySpec, policies_value
 from volley.rllib_results import DEFAULT_POLICY
+from volley.rollout.batch import Batch
 from volley.rollout.filters import FilterStats
-from volley.rollout.multi_agent import MultiAgentSample
+from volley.rollout.multi_agent import MultiAgentRolloutWorker, MultiAgentSample
 from volley.rollout.worker import SampleResult
 
 _PROBED: dict[Any, bool] = {}  # creator function -> whether it makes multi-agent environments
@@ -79,7 +81,9 @@ def is_multi_agent(config: AlgorithmConfig | dict[str, Any] | None, env: Any) ->
 
 class PolicyWorkers(WorkerGroup):
     """One policy's view of a multi-agent run's workers: ``sample`` gives the policy's part of the
-    run's latest sample (the run samples again if the policy has read it already)."""
+    run's latest sample (the run samples again if the policy has read it already). A worker that had
+    no agent of the policy sampled a batch without columns: it gets the others' columns, with no
+    rows, so the learner concatenates the workers' batches as a single-agent run's."""
 
     def __init__(self, run: MultiAgent, policy_id: str, spaces: tuple[Any, Any]) -> None:
         self.run, self.policy_id, self._spaces = run, policy_id, spaces
@@ -89,7 +93,10 @@ class PolicyWorkers(WorkerGroup):
         if method != "sample":
             raise ConfigError(f"{type(self.run).__name__} trains policy {self.policy_id!r} of a multi-agent run from "
                               f"sampled batches; '{method}' is not available there")
-        return self.run.policy_results(self.policy_id)
+        results = self.run.policy_results(self.policy_id)
+        columns = next((result.batch for result in results if result.batch), Batch())
+        return [result if result.batch else replace(result, batch=Batch({key: value[:0] for key, value in columns.items()}))
+                for result in results]
 
     def spaces(self) -> tuple[Any, Any]:
         return self._spaces
@@ -137,9 +144,7 @@ class MultiAgent(Learner):
         self.by_hand = {policy_id: entry.policy_class(self.policy_spaces[policy_id][0], self.policy_spaces[policy_id][1],
                                                       entry.overrides)
                         for policy_id, entry in self.setup_.policy_map.entries.items() if entry.policy_class is not None}
-        self.eval_workers = self.make_eval_workers()
-        if self.is_driver:
-            self.hooks("on_algorithm_init", algorithm=self)
+        self._finish_set_up(config)
 
     def make_eval_workers(self) -> WorkerGroup | None:
         """``evaluation_num_workers`` multi-agent workers with the evaluation settings (None for 0)."""
@@ -341,24 +346,20 @@ class MultiAgent(Learner):
 
     def play_evaluation(self, num_episodes: int | None = None, before_step: Callable[[], None] | None = None
                         ) -> dict[str, Any]:
-        """Whole episodes on the driver's own multi-agent environment, every policy acting with its
-        most likely actions (unless the evaluation config explores); returns summed over agents."""
+        """Whole episodes on the evaluation workers, or on the driver's own multi-agent environment (always
+        with ``before_step``, which a video's frames are grabbed by), every policy acting with its most
+        likely actions (unless the evaluation config explores); returns summed over agents."""
         from volley.learner.evaluation import episodes_of, summarize_episodes
-        from volley.rollout.multi_agent import MultiAgentRolloutWorker
 
         start = time.perf_counter()
         cfg = self.config
-        if self._driver_worker is None and self.eval_workers is None:
-            self._driver_worker = MultiAgentRolloutWorker(  # type: ignore[assignment]
-                cfg.evaluation_settings(), 0, type(self).postprocess, registered_creator(cfg.env), num_envs=1,
-                seed_offset=EVAL_SEED_OFFSET, plan=self.workers.plan, setup=self.setup_)
         by_steps = num_episodes is None and cfg.evaluation_duration_unit == "timesteps"
         amount = num_episodes or cfg.evaluation_duration
         weights = {policy_id: learner.policy.get_flat_weights() for policy_id, learner in self.learners.items()}
         filters = {policy_id: learner.filter_stats for policy_id, learner in self.learners.items()}
-        if self.eval_workers is None:
-            results = [self._driver_worker.evaluate(weights, filters, None if by_steps else amount,  # type: ignore[union-attr, arg-type]
-                                                    amount if by_steps else None)]
+        if self.eval_workers is None or before_step is not None:
+            results = [self.driver_worker().evaluate(weights, filters, None if by_steps else amount,
+                                                     amount if by_steps else None, before_step)]
         else:
             share = -(-amount // self.eval_workers.num_workers)
             results = self.eval_workers.call("evaluate", weights, filters, None if by_steps else share,
@@ -367,9 +368,26 @@ class MultiAgent(Learner):
         return {**flat, "evaluation": dict(flat)}
 
     def driver_worker(self) -> Any:
-        """The single-agent driver's environment (``algo.env``, videos) has no multi-agent counterpart yet."""
-        raise ConfigError("videos and algo.env are not supported yet for multi-agent runs (volley evaluate without "
-                          "--video plays the episodes; render_env=False)")
+        """The driver's own multi-agent worker of one environment, seeded apart from training ones: where
+        evaluation plays without evaluation workers, and videos are drawn (a class that takes a
+        ``render_mode``, as ``make_multi_agent``'s, is made with ``"rgb_array"``). It takes the policies
+        ``add_policy`` / ``remove_policy`` changed since it was built."""
+        if self._driver_worker is None:
+            cfg = self.config
+            self._driver_worker = MultiAgentRolloutWorker(  # type: ignore[assignment]
+                cfg.evaluation_settings(), 0, type(self).postprocess, registered_creator(cfg.env), num_envs=1,
+                seed_offset=EVAL_SEED_OFFSET, render_mode="rgb_array", plan=self.workers.plan, setup=self.setup_)
+        worker: MultiAgentRolloutWorker = self._driver_worker  # type: ignore[assignment]
+        if worker.setup is not self.setup_:
+            worker.set_policies(self.setup_)
+        return worker
+
+    @property
+    def env(self) -> Any:
+        """The driver's multi-agent environment, RLlib's ``algo.workers.local_worker().env``: the one
+        :meth:`evaluate` plays when there are no evaluation workers."""
+        self.check_env_on_driver()
+        return self.driver_worker().envs[0]
 
     def stop(self) -> None:
         if self._driver_worker is not None:

@@ -43,9 +43,7 @@ class Sampling(LearnerBase):
         """
         results = self._call_workers("sample", self._per_worker(num_episodes))
         self._merge(results)
-        # (a worker of a multi-agent run may have had no agent of this policy: its batch has no columns)
-        batches = [result.batch for result in results if result.batch] or [results[0].batch]
-        return self._learn_on(Batch.concat(batches))
+        return self._learn_on(Batch.concat([result.batch for result in results]))
 
     def sample_ahead(self) -> Batch:
         """The batch the workers sampled while the learner was updating, and the next one started

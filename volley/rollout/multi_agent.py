@@ -17,8 +17,10 @@ from (seed, slot, policy), so a run is a function of its config and seed.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from itertools import chain
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -27,7 +29,7 @@ from volley.acting import zero_actions
 from volley.callbacks import DefaultCallbacks, EnvContext, EpisodeRecord, Hooks
 from volley.config import AlgorithmConfig, RolloutPlan
 from volley.envs import EnvCreator, env_actions
-from volley.errors import ConfigError, EnvError
+from volley.errors import ConfigError, EnvError, shown
 from volley.multi_agent_env import (
     agent_spaces,
     checked_output,
@@ -42,9 +44,6 @@ from volley.rollout.filters import FilterStats
 from volley.rollout.policy_actors import PolicyActor, RowStreams
 from volley.rollout.sequences import PREVIOUS, stored_states
 from volley.rollout.worker import Postprocess, SampleResult, env_major
-
-if TYPE_CHECKING:
-    pass
 
 
 @dataclass
@@ -129,7 +128,7 @@ class MultiAgentRolloutWorker:
         first = seed_offset + (worker_index if slot is None else slot) * self.num_envs
         self.env_indices = list(range(first, first + self.num_envs))
         self.envs = [make_multi_agent_env(config.env, EnvContext(config.env_config, worker_index, j, self.num_workers),
-                                          env_creator) for j in range(self.num_envs)]
+                                          env_creator, render_mode) for j in range(self.num_envs)]
         self._slot = first
         self._rng = np.random.default_rng([config.seed, first, 2])  # episode ids
         self.actors = {policy_id: PolicyActor(policy_id, setup, spaces, RowStreams(config.seed, [first, k]))
@@ -216,10 +215,25 @@ class MultiAgentRolloutWorker:
             self._states.append({})
             self._done.append(set())
         assert self._obs is not None
+        obs = self._observed(obs, j, episode)
         self._obs[j] = obs
         episode.last_obs.update(obs)
         self.hooks("on_episode_start", worker=self, base_env=self.envs[j], policies=self.actors, episode=episode,
                    env_index=j)
+
+    def _observed(self, obs: dict[Any, Any], j: int, episode: AgentEpisode) -> dict[Any, Any]:
+        """Environment ``j``'s observations as the policies see them: as the environment gave them, or as
+        the config's ``observation_fn`` rewrites them (RLlib's call, whose dict may drop agents, which
+        then do not act, or add some)."""
+        observation_fn = self.setup.observation_fn
+        if observation_fn is None:
+            return obs
+        rewritten = observation_fn(agent_obs=obs, worker=self, base_env=self.envs[j], policies=self.actors,
+                                   episode=episode)
+        if not isinstance(rewritten, dict):
+            raise ConfigError(f"observation_fn {self.config.observation_fn} returned {shown(rewritten)}: it must return "
+                              "a dict of the agents' observations")
+        return rewritten
 
     def _agent(self, j: int, agent_id: Any) -> AgentTrajectory:
         """Agent ``agent_id`` of environment ``j`` this episode, mapped to its policy on first sight."""
@@ -292,7 +306,6 @@ class MultiAgentRolloutWorker:
         obs, rewards, terminateds, truncateds, infos = checked_output(env, "step", env.step(actions), self._known)
         episode = self._episodes[j]
         episode.length += 1
-        episode.last_obs.update(obs)
         episode.last_infos.update(infos)
         episode.last_rewards = {agent_id: float(reward) for agent_id, reward in rewards.items()}
         for agent_id, reward in rewards.items():
@@ -306,10 +319,16 @@ class MultiAgentRolloutWorker:
             episode.agent_rewards[key] = episode.agent_rewards.get(key, 0.0) + reward
             if agent.open is not None:
                 agent.open.reward += reward
+        obs = self._observed(obs, j, episode)  # with the step counted, as RLlib calls it
+        episode.last_obs.update(obs)
         all_terminated, all_truncated = bool(terminateds["__all__"]), bool(truncateds.get("__all__", False))
         ended = all_terminated or all_truncated
-        seen = set(obs) | set(terminateds) | set(truncateds) | (set(self._agents[j]) if ended else set())
-        for agent_id in seen - {"__all__"} - self._done[j]:
+        done = self._done[j]
+        # every agent that observes or has flags (and, as the episode ends, every agent in it), not done yet: an
+        # agent met twice is met again harmlessly (its step closed, or it is done), so no set is built per step
+        for agent_id in chain(obs, terminateds, truncateds, self._agents[j] if ended else ()):
+            if agent_id == "__all__" or agent_id in done:
+                continue
             agent = self._agent(j, agent_id)
             # an agent's own flags say whether it is bootstrapped ("__all__" is terminated when every agent
             # was truncated, as RLlib's make_multi_agent sets it); "__all__"'s hold for an agent without any
@@ -321,7 +340,7 @@ class MultiAgentRolloutWorker:
                 agent.close(None, terminated, truncated)
             if not (terminated or truncated):
                 continue
-            self._done[j].add(agent_id)
+            done.add(agent_id)
             if agent.closed and agent.closed[-1].next_obs is None:  # its final observation (or, without one, its last)
                 last, final, actor = agent.closed[-1], obs.get(agent_id), self.actors[agent.policy_id]
                 last.next_obs = last.obs if final is None else actor.observe([final], update=False)[0]
@@ -335,7 +354,7 @@ class MultiAgentRolloutWorker:
             self._records.append(episode.record())
             self._reset(j)
         else:
-            self._obs[j] = {agent_id: o for agent_id, o in obs.items() if agent_id not in self._done[j]}
+            self._obs[j] = {agent_id: o for agent_id, o in obs.items() if agent_id not in done}
 
     def sample(self, weights: dict[str, np.ndarray], filters: dict[str, FilterStats | None],
                num_episodes: int | None = None) -> MultiAgentSample:
@@ -404,11 +423,12 @@ class MultiAgentRolloutWorker:
         return results
 
     def evaluate(self, weights: dict[str, np.ndarray], filters: dict[str, FilterStats | None],
-                 num_episodes: int | None = None, num_steps: int | None = None, before_step: Any = None
-                 ) -> tuple[np.ndarray, np.ndarray, list[EpisodeRecord]]:
+                 num_episodes: int | None = None, num_steps: int | None = None,
+                 before_step: Callable[[], None] | None = None) -> tuple[np.ndarray, np.ndarray, list[EpisodeRecord]]:
         """Play whole episodes (``num_episodes``, or until ``num_steps`` environment steps) with the
         policies' most likely actions unless ``config.explore``; returns their returns (summed over
-        agents) and lengths."""
+        agents) and lengths. ``before_step`` is called before every step (environment 0's, on the
+        driver's worker of one environment), so a video gets one frame per episode step."""
         self._load(weights, filters)
         self._obs = [{} for _ in self.envs]
         for j in range(self.num_envs):
@@ -417,6 +437,8 @@ class MultiAgentRolloutWorker:
         lengths: list[int] = []
         steps = 0
         while (len(returns) < (num_episodes or 1)) if num_steps is None else (steps < num_steps or not returns):
+            if before_step is not None:
+                before_step()
             steps += self._step_all(self.config.explore, False, [], returns, lengths)[0]
         self._obs = None
         records, self._records = self._records, []

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 import numpy as np
 
-from volley.acting import NumpyActor
+from volley.acting import NumpyActor, load_flat_weights
 from volley.network_spec import NetworkSpec
 from volley.networks.numpy_layers import Previous, State
 from volley.policies import PolicySetup
@@ -19,6 +19,20 @@ from volley.rollout.filters import FilterStats, make_filter
 if TYPE_CHECKING:
     from volley.models import Policy as TorchPolicy
     from volley.rllib_policies import Policy
+
+
+# spaces whose observations are single arrays: a batch of them is their stack, in the space's dtype
+ARRAY_SPACES = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)
+
+
+def batched(space: gym.Space, raw: list[Any]) -> Any:
+    """Raw observations of ``space`` as one batch ``[B, ...]`` (a ``Dict`` or ``Tuple`` space's: the
+    same structure of batches), as gymnasium's ``concatenate`` makes it. An array space's is one
+    ``np.stack``: ``concatenate`` would first build an empty batch, then stack into it, every step."""
+    if isinstance(space, ARRAY_SPACES):
+        return np.stack(raw, dtype=space.dtype)
+    empty = gym.vector.utils.create_empty_array(space, len(raw))
+    return gym.vector.utils.concatenate(space, raw, empty)  # type: ignore[arg-type]
 
 
 class RowStreams:
@@ -76,21 +90,16 @@ class PolicyActor:
         return self._torch
 
     def load(self, weights: np.ndarray | None, filters: FilterStats | None) -> None:
-        if self.by_hand is not None or weights is None or weights is self._weights:
+        """Take the learner's weights and merged filter statistics (none for a hand-written policy)."""
+        if self.by_hand is not None or weights is None:
             return
-        self._weights = weights
-        if self._torch is not None:
-            self._torch.set_flat_weights(weights)
-        elif self.actor is not None:
-            self.actor.load(weights)
+        self._weights = load_flat_weights(weights, self._weights, self._torch, self.actor)
         if filters is not None and filters.obs is not None:
             self.obs_filter.set_stats(filters.obs)
 
     def observe(self, raw: list[Any], update: bool) -> np.ndarray:
         """The filtered network inputs ``[B, ...]`` of raw observations (``update``: the filter learns them)."""
-        empty = gym.vector.utils.create_empty_array(self.observation_space, len(raw))
-        batched = gym.vector.utils.concatenate(self.observation_space, raw, empty)  # type: ignore[arg-type]
-        return self.obs_filter(self.preprocess(batched, len(raw)), update=update)
+        return self.obs_filter(self.preprocess(batched(self.observation_space, raw), len(raw)), update=update)
 
     def act(self, obs: np.ndarray, explore: bool, state: State, prev: Previous
             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, State]:

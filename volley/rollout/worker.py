@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 import numpy as np
 
-from volley.acting import NumpyActor, zero_actions
+from volley.acting import NumpyActor, load_flat_weights, zero_actions
 from volley.callbacks import EPISODE_HOOKS, DefaultCallbacks, EnvContext, EpisodeRecord, Hooks
 from volley.config import AlgorithmConfig, RolloutPlan
 from volley.envs import EnvCreator, check_normalizable, make_vector_env
@@ -214,14 +214,8 @@ class RolloutWorker(StepLoop):
         self.env.close()
 
     def _load(self, weights: np.ndarray, filters: FilterStats | None) -> None:
-        """Take the learner's weights (unless they are the very array loaded last: a streaming worker
-        samples fragment after fragment with one) and the merged filter statistics."""
-        if weights is not self._weights:
-            self._weights = weights
-            if self._policy is not None:
-                self._policy.set_flat_weights(weights)
-            elif self.actor is not None:
-                self.actor.load(weights)
+        """Take the learner's weights and the merged filter statistics."""
+        self._weights = load_flat_weights(weights, self._weights, self._policy, self.actor)
         if filters is not None and filters.obs is not None:
             self.obs_filter.set_stats(filters.obs)
         if filters is not None and filters.reward is not None and self.reward_filter is not None:
