@@ -15,8 +15,8 @@ multi_agent_cartpole_ppo.py in Ray's repository; the wheels ship no tuned exampl
 lr 3e-4, 6 epochs, vf_loss_coeff 0.01, one linear layer of 32 shared by the value head; its stop:
 300k env steps, or a return of 400 per agent) with RLlib's PPO defaults for the rest (4000 env steps a
 batch, minibatches of 128, lambda 1, clip 0.3, KL penalty 0.2 towards 0.01, no gradient clip,
-vf_clip_param 10, which RLlib applies to the squared value error and volley to the value's
-change, SB3's way). Ray gets 2 CPUs on either side; volley runs its Ray engine.
+vf_clip_param 10, which both cap each step's squared value error at). Ray gets 2 CPUs on either
+side; volley runs its Ray engine.
 
 ``throughput``: 4 agents, 2 policies, 2 workers x ``num_envs_per_worker`` 8 x
 ``rollout_fragment_length`` 250 (4000 env steps, 16,000 agent steps an iteration). After

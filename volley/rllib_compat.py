@@ -268,8 +268,8 @@ RLLIB_KEYS: list[RLlibKey] = [
     same("kl_coeff", "training", example=0.3, note=" (PPO: volley's default 0.0 is no penalty; RLlib's is 0.2)"),
     same("kl_target", "training", example=0.02),
     same("clip_param", "training", example=0.3),
-    same("vf_clip_param", "training", example=10.0, note=" (volley's default None is no clipping; RLlib's "
-         "is 10.0)"),
+    same("vf_clip_param", "training", example=10.0, note=" (RLlib's meaning, each squared value error capped; "
+         "volley's default None is no cap, RLlib's is 10.0)"),
     same("vf_loss_coeff", "training", example=1.0),
     same("entropy_coeff", "training", example=0.01, note=": a number, or RLlib's schedule `[[timestep, weight], ...]`"),
     same("num_epochs", "training", example=5),

@@ -28,10 +28,11 @@ VALUES, OLD_VALUES, TARGETS = t(1.0, 2.0, 0.0, 3.0), t(0.5, 2.5, 0.0, 1.0), t(2.
 ENTROPY = t(0.5, 0.7, 0.6, 0.2)
 
 
-def ppo(kl_coeff: float | None = None, vf_clip_param: float | None = 0.4):
+def ppo(kl_coeff: float | None = None, clip_range_vf: float | None = 0.4):
     logp = (OLD_LOGP + torch.as_tensor(np.log(RATIOS), dtype=torch.float32)).requires_grad_()
     loss = ppo_loss(logp, OLD_LOGP, ADVANTAGES, VALUES, OLD_VALUES, TARGETS, ENTROPY, clip_param=0.2,
-                    vf_clip_param=vf_clip_param, vf_loss_coeff=0.5, entropy_coeff=0.01, kl_coeff=kl_coeff)
+                    vf_clip_param=None, clip_range_vf=clip_range_vf, vf_loss_coeff=0.5, entropy_coeff=0.01,
+                    kl_coeff=kl_coeff)
     return logp, loss
 
 
@@ -53,10 +54,24 @@ def test_ppo_clipped_surrogate_value_loss_entropy_and_kl():
 
 
 def test_ppo_kl_penalty_and_unclipped_value_loss():
-    _, loss = ppo(kl_coeff=0.3, vf_clip_param=None)
+    _, loss = ppo(kl_coeff=0.3, clip_range_vf=None)
     assert loss.value.item() == pytest.approx(0.5 * (1 + 0 + 1 + 9) / 4)
     kl = np.mean((RATIOS - 1) - np.log(RATIOS))
     assert loss.total.item() == pytest.approx(-0.6 + 0.5 * 1.375 - 0.01 * 0.5 + 0.3 * kl, abs=1e-6)
+
+
+def test_rllibs_vf_clip_param_caps_each_squared_error_and_stops_its_gradient():
+    """RLlib's meaning: clamp((V - t)², 0, vf_clip_param), not SB3's clip of the value's change."""
+    values = VALUES.clone().requires_grad_()
+    loss = ppo_value_loss(values, OLD_VALUES, TARGETS, vf_clip_param=2.0)
+    # (V - t)² = [1, 0, 1, 9], capped at 2: [1, 0, 1, 2]; half their mean
+    assert loss.item() == pytest.approx(0.5 * (1 + 0 + 1 + 2) / 4)
+    loss.backward()
+    # d/dV ½ mean((V - t)²) = (V - t) / 4 below the cap; nothing from the capped last step
+    np.testing.assert_allclose(values.grad.numpy(), [-1 / 4, 0.0, -1 / 4, 0.0], rtol=1e-6)
+    # SB3's clip of the change would have kept the last step's gradient: V moved 2 from its old 1
+    sb3 = ppo_value_loss(VALUES, OLD_VALUES, TARGETS, clip_range_vf=2.0)
+    assert sb3.item() == pytest.approx(0.5 * (1 + 0 + 1 + 9) / 4)
 
 
 def test_appo_clips_the_ratio_against_its_target_network():
@@ -77,7 +92,7 @@ def test_appo_clips_the_ratio_against_its_target_network():
 def test_ppo_value_loss_reads_only_the_steps_its_mean_counts():
     """A recurrent minibatch is padded: the masked mean leaves the padding (here the last step) out."""
     mask = torch.tensor([True, True, True, False])
-    loss = ppo_value_loss(VALUES, OLD_VALUES, TARGETS, 0.4, mean=lambda x: x[mask].mean())
+    loss = ppo_value_loss(VALUES, OLD_VALUES, TARGETS, clip_range_vf=0.4, mean=lambda x: x[mask].mean())
     assert loss.item() == pytest.approx(0.5 * (1.21 + 0.01 + 1) / 3)
 
 

@@ -41,7 +41,11 @@ class PPOConfig(AlgorithmConfig):
     gae_lambda: float = option(0.9, "training", "GAE lambda: 1 is Monte Carlo, 0 is one-step TD")
     clip_param: float = option(0.2, "training", "PPO's ratio clip epsilon")
     vf_clip_param: float | None = option(
-        None, "training", "clip value updates to this distance from the old values (None: off)")
+        None, "training", "RLlib's value clipping: cap each step's squared value error at this, so that steps "
+        "past it give no value gradient (None: off; RLlib's default is 10.0)")
+    clip_range_vf: float | None = option(
+        None, "training", "SB3's value clipping (CleanRL's clip_vloss): keep each value update within this "
+        "distance of the sampled value, pessimistically (None: off)")
     vf_loss_coeff: float = option(0.5, "training", "weight of the value loss")
     entropy_coeff: Schedulable = option(
         0.0, "training", "weight of the entropy bonus, or [[timestep, weight], ...] (RLlib's schedule)")

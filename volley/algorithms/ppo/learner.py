@@ -76,7 +76,7 @@ class PPO(Algorithm):
                     adv = mb.standardized(adv)
                 loss = ppo_loss(dist.log_prob(mb["actions"]), mb["logp"], adv, values, mb["values"],
                                 mb["value_targets"], dist.entropy(), clip_param=cfg.clip_param,
-                                vf_clip_param=cfg.vf_clip_param, vf_loss_coeff=cfg.vf_loss_coeff,
+                                vf_clip_param=cfg.vf_clip_param, clip_range_vf=cfg.clip_range_vf, vf_loss_coeff=cfg.vf_loss_coeff,
                                 entropy_coeff=self.entropy_coeff,
                                 kl_coeff=self.kl_coeff if self.kl_penalty else None, mean=mb.mean)
                 total = with_custom_loss(self.policy, loss.total, mb.columns)  # a custom model's own loss

@@ -20,14 +20,25 @@ class PPOLoss(NamedTuple):
     clip_fraction: torch.Tensor  # of steps whose ratio r left [1 - clip, 1 + clip] (no gradient)
 
 
-def ppo_value_loss(values: torch.Tensor, old_values: torch.Tensor, targets: torch.Tensor,
-                   clip: float | None, mean: Mean = torch.mean) -> torch.Tensor:
-    """``½ mean((V - V_targ)²)``; with ``clip``, PPO2's pessimistic ``½ mean(max((V - V_targ)²,
-    (V_clip - V_targ)²))``, ``V_clip = V_old + clamp(V - V_old, ±clip)``."""
+def ppo_value_loss(values: torch.Tensor, old_values: torch.Tensor, targets: torch.Tensor, *,
+                   vf_clip_param: float | None = None, clip_range_vf: float | None = None,
+                   mean: Mean = torch.mean) -> torch.Tensor:
+    """``½ mean((V - V_targ)²)``, with two clippings that peers mean by "value clipping".
+
+    ``clip_range_vf`` (SB3's key; CleanRL's ``clip_vloss``, PPO2's): the pessimistic
+    ``max((V - V_targ)², (V_clip - V_targ)²)`` per step, ``V_clip = V_old + clamp(V - V_old, ±clip)``,
+    so that no update moves a value far from the one that was sampled.
+    ``vf_clip_param`` (RLlib's key and meaning): each step's squared error capped at it, so
+    that a step whose error is past the cap gives the value function no gradient; with returns
+    far above the cap, this is what keeps RLlib's tuned examples' value loss from swamping a
+    layer the policy shares.
+    """
     loss = (values - targets) ** 2
-    if clip is not None:
-        clipped = old_values + (values - old_values).clamp(-clip, clip)
+    if clip_range_vf is not None:
+        clipped = old_values + (values - old_values).clamp(-clip_range_vf, clip_range_vf)
         loss = torch.max(loss, (clipped - targets) ** 2)
+    if vf_clip_param is not None:
+        loss = loss.clamp(max=vf_clip_param)
     return 0.5 * mean(loss)
 
 
@@ -44,7 +55,8 @@ def clipped_surrogate(ratio: torch.Tensor, advantages: torch.Tensor, clip_param:
 
 def ppo_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, values: torch.Tensor,
              old_values: torch.Tensor, value_targets: torch.Tensor, entropy: torch.Tensor, *, clip_param: float,
-             vf_clip_param: float | None, vf_loss_coeff: float, entropy_coeff: float,
+             vf_clip_param: float | None, clip_range_vf: float | None = None, vf_loss_coeff: float,
+             entropy_coeff: float,
              kl_coeff: float | None = None, mean: Mean = torch.mean) -> PPOLoss:
     """PPO's loss on one minibatch (each tensor ``[B]``, or padded ``[S, T]`` with a masked ``mean``).
 
@@ -55,7 +67,8 @@ def ppo_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tenso
     log_ratio = logp - old_logp
     ratio = log_ratio.exp()
     policy, clip_fraction = clipped_surrogate(ratio, advantages, clip_param, mean)
-    value = ppo_value_loss(values, old_values, value_targets, vf_clip_param, mean)
+    value = ppo_value_loss(values, old_values, value_targets, vf_clip_param=vf_clip_param,
+                           clip_range_vf=clip_range_vf, mean=mean)
     mean_entropy = mean(entropy)
     kl = mean((ratio - 1) - log_ratio)
     total = policy + vf_loss_coeff * value - entropy_coeff * mean_entropy
