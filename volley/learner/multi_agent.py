@@ -420,10 +420,14 @@ class MultiAgent(Learner):
             self._publish()
 
     def _change_policies(self, policy_map: PolicyMap, changed: dict[str, dict[str, Any] | None]) -> None:
-        """The run's config and workers take ``policy_map``; ``changed`` holds the config's entries."""
+        """The run's config and workers take ``policy_map``: the config's ``policies`` with the entries
+        ``changed`` (None: removed), and the map's mapping function and set to train, so that the
+        run rebuilt from a checkpoint plays and trains as this one does now."""
         policies = {p: e for p, e in {**(self.config.policies or {}), **changed}.items() if e is not None}
-        config = self.config.copy(copy_frozen=False)
-        vars(config)["policies"] = policies  # the entries, already in the config's form
+        to_train = policy_map.to_train
+        config = self.config.copy(copy_frozen=False).update(
+            policies=policies, policy_mapping_fn=policy_map.mapping_fn,
+            policies_to_train=to_train if callable(to_train) else sorted(to_train))
         config.freeze()
         self.config = config
         self.setup_ = PolicySetup.of(config, policy_map)
