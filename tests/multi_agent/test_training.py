@@ -86,6 +86,34 @@ def test_a_frozen_policy_stays_frozen_across_a_checkpoint_and_a_resumed_run(engi
     np.testing.assert_array_equal(after["unmapped"], start["unmapped"])
 
 
+def snapshot_for_agent_1(agent_id: int, episode: Any, worker: Any, **kwargs: Any) -> str:
+    return "learn" if agent_id == 0 else "snapshot"
+
+
+def test_add_policy_s_mapping_and_set_to_train_go_into_the_config_and_survive_a_resumed_run(tmp_path: Path):
+    """``policies_to_train`` not given: every learned policy of the config trains; a policy added
+    without a set to train is not in it. A resumed run rebuilds from the saved config: agent 1 still
+    acts with the snapshot, which still does not learn."""
+    with three_policies("local", to_train=None).build() as algo:
+        algo.train()
+        algo.add_policy("snapshot", policy_state={"weights": algo.get_policy("learn").get_weights()},
+                        policy_mapping_fn=snapshot_for_agent_1)
+        assert algo.config.policy_mapping_fn == "test_training:snapshot_for_agent_1"
+        assert algo.config.policies_to_train == ["frozen", "learn", "unmapped"]
+        assert sorted(algo.config.policies) == ["frozen", "learn", "snapshot", "unmapped"]
+        snapshot = algo.get_policy("snapshot").get_flat_weights().copy()
+        algo.train()
+        save_run_checkpoint(algo, tmp_path)
+
+    with Algorithm.from_checkpoint(latest_checkpoint(tmp_path)) as resumed:
+        assert resumed.setup_.policy_map.mapping_fn is snapshot_for_agent_1
+        resumed.train()
+        acting = {agent.policy_id for worker in resumed.workers.workers for agents in worker._agents
+                  for agent in agents.values()}
+        np.testing.assert_array_equal(resumed.get_policy("snapshot").get_flat_weights(), snapshot)
+    assert acting == {"learn", "snapshot"}
+
+
 def test_restore_into_a_built_run_brings_back_every_policy(tmp_path: Path):
     with three_policies("local").build() as algo:
         algo.train()

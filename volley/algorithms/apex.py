@@ -41,6 +41,7 @@ from volley.checkpoint import replay_shards, replay_tensors
 from volley.engines import AsyncSpec, WorkerGroup, make_async_worker_group
 from volley.engines.base import ActorReport, AsyncWorkerGroup, Explore, Priorities
 from volley.envs import EnvCreator
+from volley.policies import PolicySetup
 from volley.rollout.batch import Batch
 
 # the longest the first iteration after the workers start waits for a first report (a worker
@@ -58,6 +59,7 @@ class ApexLearner(Algorithm):
     config: Any  # the algorithm's config with ApexKeys and ReplayKeys
     workers: AsyncWorkerGroup
     updates_per_step: float  # the most gradient steps per sampled environment step
+    multi_agent_feed = None  # its acting workers push into replay shards: no run's sample to split by policy
 
     def worker_explore(self) -> Explore | None:
         """Worker-side: what a run's exploration does to the worker's network (a function of a
@@ -95,7 +97,7 @@ class ApexLearner(Algorithm):
         def load_learner_state(self, tensors: dict[str, torch.Tensor], state: dict[str, Any]) -> None:
             """Restore what :meth:`learner_state` saved."""
 
-    def make_workers(self, env_creator: EnvCreator | None) -> WorkerGroup:
+    def make_workers(self, env_creator: EnvCreator | None, setup: PolicySetup | None = None) -> WorkerGroup:
         cfg = self.config
         self.spec = AsyncSpec(num_replay_shards=cfg.num_replay_shards, replay_capacity=cfg.replay_buffer_capacity,
                               prioritization=cfg.prioritization, steps_per_run=cfg.weight_sync_interval,

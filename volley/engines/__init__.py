@@ -82,12 +82,13 @@ def make_async_worker_group(config: AlgorithmConfig, postprocess: Postprocess,
 
 
 def make_streaming_group(config: AlgorithmConfig, postprocess: Postprocess, env_creator: EnvCreator | None,
-                         spec: StreamSpec) -> StreamingWorkerGroup:
+                         spec: StreamSpec, setup: PolicySetup | None = None) -> StreamingWorkerGroup:
     """A stream of fragments (IMPALA, APPO): Ray actors and a feeder thread, or on the local engine
-    (and with ``num_workers=0``) the same workers called serially in this process."""
+    (and with ``num_workers=0``) the same workers called serially in this process; ``setup``, a
+    multi-agent run's policies (its workers are multi-agent ones)."""
     from volley.engines.base import WorkerRecipe
 
-    recipe = WorkerRecipe(config, config.plan(), postprocess, env_creator)
+    recipe = WorkerRecipe(config, config.plan(), postprocess, env_creator, setup=setup)
     if recipe.plan.num_workers == 0 or config.engine == "local":
         from volley.engines.local import LocalStreamingGroup
         return LocalStreamingGroup(recipe, spec)

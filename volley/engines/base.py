@@ -24,8 +24,7 @@ from volley.network_spec import NetworkSpec
 from volley.policies import PolicySetup
 from volley.replay import Prioritization
 from volley.rollout.batch import Batch
-from volley.rollout.filters import FilterStats
-from volley.rollout.fragments import TrainBatch
+from volley.rollout.fragments import Filters, TrainBatch, Version, Weights
 from volley.rollout.multi_agent import MultiAgentRolloutWorker
 from volley.rollout.worker import Postprocess, RolloutWorker, SampleResult
 
@@ -72,7 +71,8 @@ class WorkerRecipe:
 
     def build(self, index: int, slot: int | None = None) -> RolloutWorker | MultiAgentRolloutWorker:
         """Worker ``index``; ``slot`` (default ``index``) picks its environments' seeds. A multi-agent
-        run's is a :class:`MultiAgentRolloutWorker`, which the groups of synchronous sampling host."""
+        run's is a :class:`MultiAgentRolloutWorker`, which the groups of synchronous sampling and the
+        streams of fragments host."""
         if self.setup is not None:
             return MultiAgentRolloutWorker(self.config, index, self.postprocess, self.env_creator,
                                            seed_offset=self.seed_offset, plan=self.plan, setup=self.setup, slot=slot,
@@ -80,7 +80,7 @@ class WorkerRecipe:
         return self.build_rollout_worker(index, slot)
 
     def build_rollout_worker(self, index: int, slot: int | None = None) -> RolloutWorker:
-        """A single-agent worker (streaming and asynchronous groups host only these)."""
+        """A single-agent worker (asynchronous groups host only these)."""
         return RolloutWorker(self.config, index, self.postprocess, self.env_creator,
                              seed_offset=self.seed_offset, plan=self.plan, slot=slot,
                              network_spec=self.network_spec, callbacks_class=self.callbacks_class)
@@ -250,7 +250,8 @@ class StreamSpec:
 class StreamingWorkerGroup(WorkerGroup):
     """Workers that sample fragments without waiting for the learner, and the learner's side of them:
     train batches of whatever fragments arrived (any worker, any order), new weights sent to the
-    workers when the learner says so (design: the fourth way of sharing work).
+    workers when the learner says so (design: the fourth way of sharing work). A multi-agent run's
+    workers are multi-agent ones: its weights, filter statistics and versions are dicts by policy id.
 
     The local engine runs it serially (the reference); the Ray engine keeps
     ``max_requests_in_flight`` fragments requested from every worker and builds the train batches
@@ -260,12 +261,12 @@ class StreamingWorkerGroup(WorkerGroup):
     num_dropped_fragments: int  # fragments lost with workers that died while sampling them
 
     @abstractmethod
-    def start(self, weights: np.ndarray, filters: FilterStats | None, version: int) -> None:
+    def start(self, weights: Weights, filters: Filters, version: Version) -> None:
         """Set the workers going with the learner's weights and filter statistics (``version``: its
         updates so far)."""
 
     @abstractmethod
-    def publish(self, weights: np.ndarray, filters: FilterStats | None, version: int) -> None:
+    def publish(self, weights: Weights, filters: Filters, version: Version) -> None:
         """Each worker acts with these weights and filter statistics from the next fragment it is
         asked for."""
 

@@ -15,8 +15,15 @@ import numpy as np
 import torch
 
 from volley.engines.base import StreamingWorkerGroup, StreamSpec, WorkerGroup, WorkerRecipe
-from volley.rollout.filters import FilterStats
-from volley.rollout.fragments import BatchBuilder, FragmentWorker, Published, TrainBatch
+from volley.rollout.fragments import (
+    BatchBuilder,
+    Filters,
+    FragmentWorker,
+    Published,
+    TrainBatch,
+    Version,
+    Weights,
+)
 
 
 @contextmanager
@@ -60,17 +67,17 @@ class LocalStreamingGroup(LocalWorkerGroup, StreamingWorkerGroup):
 
     def __init__(self, recipe: WorkerRecipe, spec: StreamSpec) -> None:
         super().__init__(recipe)
-        self.streams = [FragmentWorker(worker) for worker in self.workers]  # type: ignore[arg-type]
+        self.streams = [FragmentWorker(worker) for worker in self.workers]
         self.builder = BatchBuilder(spec.train_batch_size, spec.replay_proportion, spec.replay_slots,
                                     np.random.default_rng([recipe.config.seed, 1]))
         self.next_worker = 0
         self.published: Published | None = None
-        self.version = 0
+        self.version: Version = 0
 
-    def start(self, weights: np.ndarray, filters: FilterStats | None, version: int) -> None:
+    def start(self, weights: Weights, filters: Filters, version: Version) -> None:
         self.publish(weights, filters, version)
 
-    def publish(self, weights: np.ndarray, filters: FilterStats | None, version: int) -> None:
+    def publish(self, weights: Weights, filters: Filters, version: Version) -> None:
         self.published, self.version = (weights, filters), version
 
     def next_batch(self) -> TrainBatch:

@@ -33,8 +33,14 @@ import numpy as np
 from volley.engines.actor_manager import ActorManager, CallsInFlight, ManagedWorkers, RestartPolicy
 from volley.engines.base import StreamingWorkerGroup, StreamSpec, WorkerRecipe
 from volley.engines.ray_engine import actor_backend
-from volley.rollout.filters import FilterStats
-from volley.rollout.fragments import BatchBuilder, FragmentWorker, TrainBatch
+from volley.rollout.fragments import (
+    BatchBuilder,
+    Filters,
+    FragmentWorker,
+    TrainBatch,
+    Version,
+    Weights,
+)
 
 POLL_S = 0.05  # how long the feeder waits for a fragment before it looks at the queue and stop flag again
 IDLE_S = 0.001  # how long it waits for room in a full queue before it looks again
@@ -42,7 +48,7 @@ IDLE_S = 0.001  # how long it waits for room in a full queue before it looks aga
 
 def fragment_worker(recipe: WorkerRecipe, index: int, slot: int) -> FragmentWorker:
     """Built inside the actor: worker ``index``, its environments seeded from ``slot``."""
-    return FragmentWorker(recipe.build_rollout_worker(index, slot))
+    return FragmentWorker(recipe.build(index, slot))
 
 
 class RayStreamingGroup(ManagedWorkers, StreamingWorkerGroup):
@@ -59,7 +65,7 @@ class RayStreamingGroup(ManagedWorkers, StreamingWorkerGroup):
                                     np.random.default_rng([config.seed, 1]))
         self.lock = threading.Lock()  # the weights and version the learner published last
         self.published: Any = None  # the object ref of the weights and filter statistics
-        self.version = 0
+        self.version: Version = 0
         self.stopping = threading.Event()
         self.error: BaseException | None = None
         self.feeder: threading.Thread | None = None
@@ -73,7 +79,7 @@ class RayStreamingGroup(ManagedWorkers, StreamingWorkerGroup):
             self.stop()
             raise
         self.requests = CallsInFlight(self.manager, spec.max_requests_in_flight)
-        self.sent: list[tuple[Any, int]] = [(None, -1)] * self.num_workers  # (actor, version) it has
+        self.sent: list[tuple[Any, Version]] = [(None, -1)] * self.num_workers  # (actor, version) it has
 
     @property
     def num_dropped_fragments(self) -> int:  # type: ignore[override]
@@ -82,12 +88,12 @@ class RayStreamingGroup(ManagedWorkers, StreamingWorkerGroup):
     def call(self, method: str, *args: Any) -> list[Any]:
         return self.manager.foreach(method, *args)
 
-    def start(self, weights: np.ndarray, filters: FilterStats | None, version: int) -> None:
+    def start(self, weights: Weights, filters: Filters, version: Version) -> None:
         self.publish(weights, filters, version)
         self.feeder = threading.Thread(target=self._feed, name="volley-feeder", daemon=True)
         self.feeder.start()
 
-    def publish(self, weights: np.ndarray, filters: FilterStats | None, version: int) -> None:
+    def publish(self, weights: Weights, filters: Filters, version: Version) -> None:
         ref = self.backend.put((weights, filters))  # a copy of both as they are now
         with self.lock:
             self.published, self.version = ref, version

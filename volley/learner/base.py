@@ -17,7 +17,7 @@ from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Literal, Self
 
 import numpy as np
 import torch
@@ -32,6 +32,7 @@ from volley.models import Policy
 from volley.modelv2 import adds_custom_loss
 from volley.network_spec import NetworkSpec
 from volley.optim import Optimizer
+from volley.policies import PolicySetup
 from volley.rollout.filters import RunningStats, make_filter
 from volley.rollout.worker import RolloutWorker
 
@@ -62,9 +63,12 @@ class LearnerBase(ABC):
     averages_gradients: ClassVar[bool] = False
     # True where the loss adds a custom model's custom_loss() (volley.modelv2.with_custom_loss)
     adds_custom_loss: ClassVar[bool] = False
-    # False where the worker-side postprocess reads a single-agent worker's fragments as they are
-    # (R2D2's burn-in sequences), so a multi-agent run refuses the algorithm
-    samples_per_agent: ClassVar[bool] = True
+    # how a multi-agent run (volley.learner.multi_agent) feeds each policy's learner of the algorithm:
+    # "sample", its part of each synchronous sample of the run's workers; "stream", its part of each train
+    # batch of a stream of fragments (its learner updates one at a time: StreamLearner); None where a
+    # multi-agent run cannot feed it yet (asynchronous actors and replay shards; a postprocess that reads
+    # a single-agent worker's fragments as they are), and refuses it
+    multi_agent_feed: ClassVar[Literal["sample", "stream"] | None] = "sample"
 
     def __init__(self, config: AlgorithmConfig | dict[str, Any] | None = None, env: Any = None, *,
                  workers: WorkerGroup | None = None) -> None:
@@ -171,9 +175,10 @@ class LearnerBase(ABC):
     def training_step(self) -> dict[str, float]:
         """One iteration (sample, update, ...); returns the algorithm's own statistics."""
 
-    def make_workers(self, env_creator: EnvCreator | None) -> WorkerGroup:
-        """The engine's worker group; an asynchronous algorithm hosts its actors differently."""
-        return make_worker_group(self.config, type(self).postprocess, env_creator)
+    def make_workers(self, env_creator: EnvCreator | None, setup: PolicySetup | None = None) -> WorkerGroup:
+        """The engine's worker group (multi-agent workers with a multi-agent run's ``setup``); an
+        asynchronous algorithm hosts its actors differently."""
+        return make_worker_group(self.config, type(self).postprocess, env_creator, setup=setup)
 
     def learner_threads(self) -> int:
         """Torch threads of the learner: ``num_cpus_for_driver`` when set. Else one for an MLP:

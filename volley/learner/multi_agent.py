@@ -4,9 +4,19 @@
 :class:`MultiAgent` over PPO (:func:`multi_agent_class`): it holds the multi-agent workers and
 the run's counters, and for every learned policy one ordinary PPO learner (its network,
 optimizer, schedules, replay buffer) built on a :class:`PolicyWorkers` view of the workers.
-Each iteration samples once with every policy's weights; then each policy to train runs its
-algorithm's own ``training_step`` on its batch, so nothing of an algorithm is written twice: a
-policy learns exactly as a single-agent run of the algorithm would from the same batch.
+How the run feeds those learners is what the algorithm declares (``multi_agent_feed``):
+
+- ``"sample"`` (PPO, PG, DQN, SAC, ...): each iteration samples once with every policy's weights;
+  then each policy to train runs its algorithm's own ``training_step`` on its part of the sample
+  (:class:`PolicyWorkers`);
+- ``"stream"`` (IMPALA, APPO): the workers stream fragments without waiting for the learners, and
+  each train batch of the stream (``train_batch_size`` environment steps, as RLlib's) is split by
+  policy; every policy to train updates on its part, one update at a time, in turn with the
+  others (:class:`PolicyStream`, :class:`StreamLearner`), and every policy's weights travel to the
+  workers together, each with its own version.
+
+Either way nothing of an algorithm is written twice: a policy learns exactly as a single-agent run
+of the algorithm would from the same batches.
 
 This is RLlib's layout (a ``Policy`` per id, each with its own loss and optimizer), and what its
 ``multi_agent_two_trainers`` example does by hand: PPO and DQN each train their own policy.
@@ -20,7 +30,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from functools import cache
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol, cast
 
 import numpy as np
 import torch
@@ -28,10 +38,10 @@ import torch
 from volley.callbacks import EnvContext
 from volley.checkpoint import SavedCheckpoint, json_part
 from volley.config import AlgorithmConfig
-from volley.engines import WorkerGroup, make_worker_group
+from volley.engines import StreamingWorkerGroup, WorkerGroup, make_worker_group
 from volley.envs import EnvCreator, registered_creator
 from volley.errors import ConfigError
-from volley.learner.base import EVAL_SEED_OFFSET, LearnerBase
+from volley.learner.base import EVAL_SEED_OFFSET
 from volley.learner.loop import Learner
 from volley.models import Policy as Network
 from volley.multi_agent_env import is_multi_agent_env
@@ -42,6 +52,7 @@ from volley.rllib_policies import CheckpointedPolicy, Policy, PolicySpec, polici
 from volley.rllib_results import DEFAULT_POLICY
 from volley.rollout.batch import Batch
 from volley.rollout.filters import FilterStats
+from volley.rollout.fragments import Filters, TrainBatch, Version, Weights
 from volley.rollout.multi_agent import MultiAgentRolloutWorker, MultiAgentSample
 from volley.rollout.worker import SampleResult
 
@@ -105,6 +116,38 @@ class PolicyWorkers(WorkerGroup):
         """The run's workers are stopped by the run."""
 
 
+class PolicyStream(PolicyWorkers, StreamingWorkerGroup):
+    """One policy's view of a multi-agent run's stream of fragments: ``next_batch`` gives the policy's
+    part of the stream's next train batch, and what the policy's learner publishes goes to the workers
+    with every other policy's weights."""
+
+    def start(self, weights: Weights, filters: Filters, version: Version) -> None:
+        """The run starts the stream, with every policy's weights; this one's are recorded."""
+        self.publish(weights, filters, version)
+
+    def publish(self, weights: Weights, filters: Filters, version: Version) -> None:
+        assert isinstance(weights, np.ndarray) and isinstance(version, int)
+        self.run.published[self.policy_id] = (weights, cast(FilterStats | None, filters), version)
+
+    def next_batch(self) -> TrainBatch:
+        return self.run.policy_batch(self.policy_id)
+
+    @property
+    def num_dropped_fragments(self) -> int:  # type: ignore[override]
+        return cast(StreamingWorkerGroup, self.run.workers).num_dropped_fragments
+
+
+class StreamLearner(Protocol):
+    """A learner of an algorithm a multi-agent run feeds a stream (``multi_agent_feed = "stream"``):
+    its iteration in three steps, so that the run interleaves the policies' updates."""
+
+    def begin_updates(self) -> None: ...
+
+    def update_once(self) -> None: ...
+
+    def updates_statistics(self, took: float) -> dict[str, Any]: ...
+
+
 class MultiAgent(Learner):
     """A multi-agent run of ``algorithm_class``: the workers, the run's counters and results, and a
     learner of the algorithm per learned policy (``learners``)."""
@@ -112,13 +155,18 @@ class MultiAgent(Learner):
     algorithm_class: ClassVar[type[Learner]]
     setup_: PolicySetup
     learners: dict[str, Learner]
+    # a stream's: what each policy's learner published last (weights, filter statistics, its version)
+    published: dict[str, tuple[np.ndarray, FilterStats | None, int]]
 
-    def make_workers(self, env_creator: EnvCreator | None) -> WorkerGroup:
+    def make_workers(self, env_creator: EnvCreator | None, setup: PolicySetup | None = None) -> WorkerGroup:
+        """The algorithm's own kind of workers, multi-agent ones, once the algorithm says how its
+        learners are fed by policy (``multi_agent_feed``)."""
         algorithm = self.algorithm_class
-        if algorithm.make_workers is not LearnerBase.make_workers or not algorithm.samples_per_agent:
-            raise ConfigError(f"multi-agent training with {algorithm.__name__} is not supported yet: it needs workers "
-                              "other than the synchronous sampling ones, or their fragments as a single-agent worker "
-                              "cuts them (PPO, PG, A2C, TRPO, DQN and SAC train several policies)")
+        if algorithm.multi_agent_feed is None:
+            raise ConfigError(f"multi-agent training with {algorithm.__name__} is not supported yet: its learner "
+                              "reads its workers' output as a whole (replay shards filled by acting workers, or a "
+                              "single-agent worker's fragments), which a multi-agent run cannot split by policy "
+                              "(PPO, PG, A2C, TRPO, DQN, SAC, IMPALA and APPO train several policies)")
         cfg = self.config
         if cfg.engine == "mpi" and cfg.mpi_mode == "allreduce":  # each policy's learner would update on its own
             raise ConfigError("multi-agent training with mpi_mode='allreduce' is not supported yet: the policies' "
@@ -127,7 +175,7 @@ class MultiAgent(Learner):
             raise ConfigError(f"multi-agent training samples fragments: batch_mode={cfg.batch_mode!r} and "
                               "sample_async are not supported yet")
         self.setup_ = PolicySetup.of(cfg)
-        return make_worker_group(cfg, type(self).postprocess, env_creator, setup=self.setup_)
+        return super().make_workers(env_creator, self.setup_)
 
     def _set_up(self, config: AlgorithmConfig) -> None:
         self.device = torch.device("cpu")
@@ -135,6 +183,10 @@ class MultiAgent(Learner):
         self.agent_timesteps_total = 0
         self._agent_steps_this_iter = 0
         self._pending: dict[str, list[SampleResult]] = {}
+        self._stream_batches: dict[str, deque[TrainBatch]] = {}  # each policy's parts of train batches not yet read
+        self.published = {}
+        self._sent: dict[str, tuple[np.ndarray, FilterStats | None, int]] = {}  # what the workers have
+        self._streaming = False
         # the recent returns of the hand-written policies' agents (a learned policy's learner keeps its own)
         self._by_hand_returns: dict[str, deque[float]] = {}
         self.policy_spaces = self.workers.spaces()
@@ -165,7 +217,8 @@ class MultiAgent(Learner):
             evaluation_num_workers=0, evaluation_interval=None)
         other = self.setup_.policy_map.entries[policy_id].algorithm  # a policy this run acts with, never trains
         algorithm = self.algorithm_class if other is None else algorithm_class(other)
-        return algorithm(config, workers=PolicyWorkers(self, policy_id, self.policy_spaces[policy_id]))
+        view = PolicyStream if self.algorithm_class.multi_agent_feed == "stream" else PolicyWorkers
+        return algorithm(config, workers=view(self, policy_id, self.policy_spaces[policy_id]))
 
     # -- sampling and the training step ----------------------------------------------------------
 
@@ -182,6 +235,11 @@ class MultiAgent(Learner):
         samples: list[MultiAgentSample] = self.workers.call("sample", weights, filters, None)
         self._sample_time += time.perf_counter() - start
         self._pending = {policy_id: [s.policies[policy_id] for s in samples] for policy_id in self.learners}
+        self._count(samples)
+
+    def _count(self, samples: list[MultiAgentSample]) -> None:
+        """The run's counters take the environments' episodes and steps, and the hand-written
+        policies' agents' returns (a learned policy's learner counts its own)."""
         for sample in samples:
             self._returns_this_iter.extend(sample.episode_returns.tolist())
             self._lengths_this_iter.extend(sample.episode_lengths.tolist())
@@ -197,8 +255,10 @@ class MultiAgent(Learner):
                         maxlen=self.config.metrics_num_episodes_for_smoothing)).extend(result.episode_returns.tolist())
 
     def training_step(self) -> dict[str, Any]:
-        """Sample with every policy, then each policy to train learns from its part of the sample by
-        its algorithm's own training step; returns each one's statistics by policy id."""
+        """Each policy to train learns from its part of what the workers sampled, by its algorithm's own
+        training step (or, from a stream, its own updates); returns each one's statistics by policy id."""
+        if self.algorithm_class.multi_agent_feed == "stream":
+            return self._stream_step()
         self._sample_all()
         stats = {}
         for policy_id, learner in self.learners.items():
@@ -211,6 +271,76 @@ class MultiAgent(Learner):
                 learner._merge(self._pending.pop(policy_id))
         self._pending = {}
         return stats
+
+    # -- a stream of fragments (IMPALA, APPO) -----------------------------------------------------
+
+    def _stream_step(self) -> dict[str, Any]:
+        """Train batches from the stream for ``min_time_s_per_iteration`` seconds (and
+        ``min_sample_timesteps_per_iteration`` steps), each split by policy; every policy to train
+        updates on its part as its algorithm would (as many updates as its minibatch buffer takes to
+        read it), in turn with the others, so no policy's batches wait for another's updates."""
+        cfg = self.config
+        start = time.perf_counter()
+        trained = {policy_id: cast(StreamLearner, learner) for policy_id, learner in self.learners.items()
+                   if self.setup_.policy_map.trains(policy_id)}
+        for policy_id, learner in trained.items():
+            self.learners[policy_id].iteration = self.iteration
+            learner.begin_updates()
+        updated: set[str] = set()
+        taken = 0
+        while (not taken or time.perf_counter() - start < cfg.min_time_s_per_iteration
+               or self._steps_this_iter < cfg.min_sample_timesteps_per_iteration):
+            self._take_train_batch()
+            taken += 1
+            for policy_id, learner in trained.items():
+                while self._stream_batches.get(policy_id):
+                    learner.update_once()
+                    updated.add(policy_id)
+        took = time.perf_counter() - start
+        for policy_id in updated:  # each learner's schedules run on its own steps
+            self.learners[policy_id].timesteps_total += self.learners[policy_id]._steps_this_iter
+            self.learners[policy_id]._steps_this_iter = 0
+        return {policy_id: trained[policy_id].updates_statistics(took) for policy_id in trained if policy_id in updated}
+
+    def _take_train_batch(self) -> None:
+        """The stream's next train batch, with what the learners published last: the run counts its new
+        fragments' episodes and steps, a policy to train keeps its part to update on, and any other
+        learned policy takes its agents' episodes."""
+        self._publish()
+        start = time.perf_counter()
+        train_batch = cast(StreamingWorkerGroup, self.workers).next_batch()
+        self._sample_time += time.perf_counter() - start
+        self._count([cast(MultiAgentSample, fragment.result) for fragment in train_batch.fragments])
+        for policy_id, learner in self.learners.items():
+            part = train_batch.of_policy(policy_id)
+            if part.batches and self.setup_.policy_map.trains(policy_id):
+                self._stream_batches.setdefault(policy_id, deque()).append(part)
+            else:
+                learner._merge(part.results())
+
+    def policy_batch(self, policy_id: str) -> TrainBatch:
+        """Policy ``policy_id``'s part of the next train batch it has not read (the run takes train
+        batches from the stream until one holds rows of it)."""
+        batches = self._stream_batches.setdefault(policy_id, deque())
+        while not batches:
+            self._take_train_batch()
+        return batches.popleft()
+
+    def _publish(self) -> None:
+        """Every policy's weights, filter statistics and version, as its learner last published them (a
+        learner that has not: its weights now, version 0), go to the workers together; the first
+        time, the stream starts with them."""
+        for policy_id, learner in self.learners.items():
+            self.published.setdefault(policy_id, (learner.policy.get_flat_weights(), learner.filter_stats, 0))
+        if self._streaming and self._sent.keys() == self.published.keys() and all(
+                self._sent[policy_id] is entry for policy_id, entry in self.published.items()):
+            return  # the workers have these
+        weights = {policy_id: entry[0] for policy_id, entry in self.published.items()}
+        filters = {policy_id: entry[1] for policy_id, entry in self.published.items()}
+        versions = {policy_id: entry[2] for policy_id, entry in self.published.items()}
+        workers = cast(StreamingWorkerGroup, self.workers)
+        (workers.publish if self._streaming else workers.start)(weights, filters, versions)
+        self._sent, self._streaming = dict(self.published), True
 
     # -- results -------------------------------------------------------------------------------
 
@@ -277,6 +407,8 @@ class MultiAgent(Learner):
         else:
             obs_space, act_space = self.policy_spaces[policy_id]
             self.by_hand[policy_id] = entry.policy_class(obs_space, act_space, entry.overrides)  # type: ignore[misc]
+        if self._streaming:  # the workers act with it from their next fragment
+            self._publish()
         return self.get_policy(policy_id)
 
     def remove_policy(self, policy_id: str, *, policy_mapping_fn: Callable[..., str] | None = None,
@@ -289,17 +421,27 @@ class MultiAgent(Learner):
         self.learners.pop(policy_id, None)
         self.by_hand.pop(policy_id, None)
         self._by_hand_returns.pop(policy_id, None)
+        if self._streaming:
+            self._publish()
 
     def _change_policies(self, policy_map: PolicyMap, changed: dict[str, dict[str, Any] | None]) -> None:
-        """The run's config and workers take ``policy_map``; ``changed`` holds the config's entries."""
+        """The run's config and workers take ``policy_map``: the config's ``policies`` with the entries
+        ``changed`` (None: removed), and the map's mapping function and set to train, so that the
+        run rebuilt from a checkpoint plays and trains as this one does now."""
         policies = {p: e for p, e in {**(self.config.policies or {}), **changed}.items() if e is not None}
-        config = self.config.copy(copy_frozen=False)
-        vars(config)["policies"] = policies  # the entries, already in the config's form
+        to_train = policy_map.to_train
+        config = self.config.copy(copy_frozen=False).update(
+            policies=policies, policy_mapping_fn=policy_map.mapping_fn,
+            policies_to_train=to_train if callable(to_train) else sorted(to_train))
         config.freeze()
         self.config = config
         self.setup_ = PolicySetup.of(config, policy_map)
         self.workers.call("set_policies", self.setup_)
         self.policy_spaces = {**self.workers.spaces(), **self.policy_spaces}
+        for policy_id, entry in changed.items():
+            if entry is None:  # removed: its weights leave the stream's
+                self.published.pop(policy_id, None)
+                self._stream_batches.pop(policy_id, None)
 
     # -- checkpoints -------------------------------------------------------------------------------
 
@@ -327,6 +469,7 @@ class MultiAgent(Learner):
         return saved
 
     def load_checkpoint_state(self, tensors: dict[str, torch.Tensor], state: dict[str, Any], path: Any) -> None:
+        self.published.clear()  # a stream's learners publish their restored weights again
         for policy_id, learner in self.learners.items():
             if policy_id not in state["policies"]:
                 raise ConfigError(f"checkpoint '{path}' holds no policy {policy_id!r} (it holds "
@@ -341,6 +484,8 @@ class MultiAgent(Learner):
         self.episodes_total, self.time_total_s = state["episodes_total"], state["time_total_s"]
         self._recent_returns.extend(state["recent_returns"])
         self._recent_lengths.extend(state["recent_lengths"])
+        if self._streaming:
+            self._publish()
 
     # -- evaluation ----------------------------------------------------------------------------------
 

@@ -121,27 +121,44 @@ def vtrace_columns(columns: dict[str, np.ndarray], config: AlgorithmConfig) -> d
 
     V-trace bootstraps from the *learner's* value function, so a worker cannot compute targets;
     it ships, besides each step, the observation of every state whose value the learner needs
-    and that is not the next step's: the one after the fragment, and the final observation of an
-    episode truncated inside it. These are *bootstrap rows* (``bootstrap`` True; their other
-    columns mean nothing). The second kind is there already: NEXT_STEP autoreset's reset step
-    after an episode end (an invalid row) acts on the final observation, and is kept. So in each
-    environment's rows, flattened in time order, the row after a step is the state it led to,
-    unless the step was terminal (see :func:`vtrace_targets`).
+    and that is not the next step's: where a sequence is cut (``cuts``) without a terminal. These
+    are *bootstrap rows* (``bootstrap`` True; their other columns mean nothing), each right after
+    the step that led to its state, so that in each column's rows, flattened in time order, the
+    row after a step is the state it led to, unless the step was terminal (see
+    :func:`vtrace_targets`). A single-agent fragment's cuts are episode ends and its last step:
+    NEXT_STEP autoreset's reset step after a truncation (an invalid row) acts on the final
+    observation already and becomes the bootstrap row, and one row is added after the fragment.
+    A multi-agent policy's column holds its agents' trajectories end to end
+    (:func:`volley.rollout.agents.policy_columns`): a row is inserted after each trajectory cut
+    without a terminal, so that no sequence runs from one agent into the next.
 
     Returns ``obs``, ``actions``, ``logp`` (the behaviour policy's), ``rewards``, ``terminated``,
-    ``bootstrap`` and ``valid`` (the rows kept), time-major ``[T + 1, N]``.
+    ``bootstrap`` and ``valid`` (the rows kept), time-major ``[T + k, N]``: ``k`` is at least 1, and
+    the most rows inserted into one column.
     """
     valid, terminated = columns["valid"], columns["terminated"]
     after = np.zeros_like(valid[:1])  # [1, N]: nothing is valid after the fragment
+    follows = np.concatenate([valid[1:], after])  # the next row is a step
+    last = np.concatenate([np.zeros_like(valid[1:]), ~after])  # the fragment's last row
+    open_end = valid & ~terminated & (columns["cuts"] | ~follows)  # led to a state the next row does not hold
+    inserted = open_end & (follows | last)  # ... nor can it (a step, or no row): one is inserted after it
+    rows = np.arange(len(valid))[:, None] + np.cumsum(inserted, 0) - inserted  # [T, N]: each step's row
+    envs = np.broadcast_to(np.arange(valid.shape[1]), valid.shape)
+    length = len(valid) + max(1, int(inserted.sum(0).max()))
+    after_open = rows[open_end] + 1, envs[open_end]  # the rows that hold the states the open ends led to
+    bootstrap = np.zeros((length, valid.shape[1]), bool)
+    bootstrap[after_open] = True
 
-    def extended(column: np.ndarray) -> np.ndarray:
-        return np.concatenate([column, np.zeros_like(column[:1])])
+    def placed(column: np.ndarray) -> np.ndarray:  # each step's row where it now is, zeros elsewhere
+        out = np.zeros((length, *column.shape[1:]), column.dtype)
+        out[rows, envs] = column
+        return out
 
-    bootstrap = np.concatenate([after, valid & ~terminated & ~np.concatenate([valid[1:], after])])
-    return {"obs": np.concatenate([columns["obs"], columns["next_obs"][-1:]]),
-            "actions": extended(columns["actions"]), "logp": extended(columns["logp"]),
-            "rewards": extended(columns["rewards"]), "terminated": extended(terminated),
-            "bootstrap": bootstrap, "valid": extended(valid) | bootstrap}
+    obs = placed(columns["obs"])
+    obs[after_open] = columns["next_obs"][open_end]
+    return {"obs": obs, "actions": placed(columns["actions"]), "logp": placed(columns["logp"]),
+            "rewards": placed(columns["rewards"]), "terminated": placed(terminated),
+            "bootstrap": bootstrap, "valid": placed(valid) | bootstrap}
 
 
 def bootstrap_ends(ends: np.ndarray, bootstrap: np.ndarray) -> np.ndarray:

@@ -131,8 +131,11 @@ class MultiAgentRolloutWorker:
                                           env_creator, render_mode) for j in range(self.num_envs)]
         self._slot = first
         self._rng = np.random.default_rng([config.seed, first, 2])  # episode ids
-        self.actors = {policy_id: PolicyActor(policy_id, setup, spaces, RowStreams(config.seed, [first, k]))
-                       for k, (policy_id, spaces) in enumerate(self.policy_spaces().items())}
+        spaces, self._known = self.policy_spaces(setup)
+        self.actors = {policy_id: PolicyActor(policy_id, setup, policy_spaces, RowStreams(config.seed, [first, k]))
+                       for k, (policy_id, policy_spaces) in enumerate(spaces.items())}
+        # set_policies' change, until the weights of every learned policy of it arrive
+        self._changed: tuple[PolicySetup, dict[str, PolicyActor], set[Any] | None] | None = None
         self._obs: list[dict[Any, Any]] | None = None  # each environment's observations of agents to act
         self._episodes: list[AgentEpisode] = []
         self._agents: list[dict[Any, AgentTrajectory]] = []  # each environment's agents this episode
@@ -142,30 +145,30 @@ class MultiAgentRolloutWorker:
 
     # -- policies and their spaces ---------------------------------------------------------
 
-    def policy_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
+    def policy_spaces(self, setup: PolicySetup) -> tuple[dict[str, tuple[gym.Space, gym.Space]], set[Any] | None]:
         """Each policy's observation and action space: its PolicySpec's, else the one space every
         agent shares, else those of the first agent mapped to it. Only where agents' spaces differ
         is the mapping function asked, with no episode, as RLlib does (mapping functions that read
         ``episode.episode_id``, as RLlib's self-play examples do, work wherever the spaces agree). A
-        policy shared by agents whose spaces differ is refused, naming both."""
+        policy shared by agents whose spaces differ is refused, naming both. Also the agents whose
+        spaces the environment declares (None where every PolicySpec gives its spaces: then an
+        agent's are its policy's, and the environment need declare none, as RLlib's
+        hierarchical_training declares none)."""
         env = self.envs[0]
         agents = possible_agent_ids(env)
-        self._known = set(agents)
         every = {agent_id: agent_spaces(env, agent_id) for agent_id in agents}
         first = next(iter(every.values()), None)
         shared = first if all(spaces == first for spaces in every.values()) else None
         found: dict[str, tuple[gym.Space, gym.Space]] = {}
-        # which policy acts for which agent is asked here (without an episode, as RLlib asks it) only where
-        # the agents' spaces differ: a mapping function may read the episode (RLlib's self-play examples do)
         for agent_id, spaces in ({} if shared else every).items():
-            policy_id = self.setup.policy_map.policy_of(agent_id, None, self)
+            policy_id = setup.policy_map.policy_of(agent_id, None, self)
             if policy_id in found and found[policy_id] != spaces:
                 raise EnvError(f"policy {policy_id!r} acts for agents with different spaces: agent {agent_id!r} has "
                                f"{spaces[0]} / {spaces[1]}, another {found[policy_id][0]} / {found[policy_id][1]}; "
                                "map them to policies of their own, or give the policy's spaces in its PolicySpec")
             found.setdefault(policy_id, spaces)
         result = {}
-        for policy_id, entry in self.setup.policy_map.entries.items():
+        for policy_id, entry in setup.policy_map.entries.items():
             inferred = found.get(policy_id) or shared
             obs_space = entry.observation_space or (inferred[0] if inferred else None)
             act_space = entry.action_space or (inferred[1] if inferred else None)
@@ -173,34 +176,44 @@ class MultiAgentRolloutWorker:
                 raise EnvError(f"policy {policy_id!r}: no agent of {type(env).__name__} is mapped to it and its "
                                "PolicySpec gives no observation_space/action_space; give them there")
             result[policy_id] = (obs_space, act_space)
-        # where every PolicySpec gives the spaces, an agent's are its policy's and the environment need declare
-        # none (RLlib's hierarchical_training declares none)
-        if all(e.observation_space is not None and e.action_space is not None for e in self.setup.policy_map.entries.values()):
-            self._known = None
-        return result
+        every_spec_gives_spaces = all(e.observation_space is not None and e.action_space is not None
+                                      for e in setup.policy_map.entries.values())
+        return result, None if every_spec_gives_spaces else set(agents)
 
     def spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
-        return {policy_id: (actor.observation_space, actor.action_space) for policy_id, actor in self.actors.items()}
+        actors = self.actors if self._changed is None else self._changed[1]
+        return {policy_id: (actor.observation_space, actor.action_space) for policy_id, actor in actors.items()}
 
     def set_policies(self, setup: PolicySetup) -> None:
         """Take a changed set of policies (RLlib's ``add_policy``/``remove_policy``): new actors for new
-        ids, the others kept with their weights; running episodes keep their agents' policies until
-        their next reset, except an agent of a removed policy: its steps with that policy are
-        dropped, and it is mapped anew when it next appears."""
-        self.setup = setup
-        spaces = self.policy_spaces()
-        self.actors = {policy_id: self.actors.get(policy_id) or PolicyActor(
+        ids, the others kept with their weights. The change takes effect when the weights of every
+        learned policy of it arrive (at once in a synchronous run; a stream's worker may sample
+        again with the weights it has before the run publishes the new policy's). Running episodes
+        keep their agents' policies until their next reset, except an agent of a removed policy: its
+        steps with that policy are dropped, and it is mapped anew when it next appears."""
+        spaces, known = self.policy_spaces(setup)
+        actors = {policy_id: self.actors.get(policy_id) or PolicyActor(
             policy_id, setup, spaces[policy_id], RowStreams(self.config.seed, [self._slot, 1000 + k]))
             for k, policy_id in enumerate(setup.policy_map.entries)}
+        self._changed = setup, actors, known
+
+    def _take_change(self, weights: dict[str, np.ndarray]) -> None:
+        """The policies of :meth:`set_policies` from now on, if ``weights`` hold each learned one's."""
+        if self._changed is None or any(policy_id not in weights for policy_id in self._changed[0].configs):
+            return
+        (self.setup, self.actors, self._known), self._changed = self._changed, None
         for agents in self._agents:
             for agent_id in [a for a, trajectory in agents.items() if trajectory.policy_id not in self.actors]:
                 del agents[agent_id]
 
     # -- sampling ----------------------------------------------------------------------------
 
-    def _load(self, weights: dict[str, np.ndarray], filters: dict[str, FilterStats | None]) -> None:
+    def _load(self, weights: dict[str, np.ndarray], filters: dict[str, FilterStats | None] | None) -> None:
+        """Every policy's weights, and its filter statistics where given (a stream of fragments sends
+        them only with new weights)."""
+        self._take_change(weights)
         for policy_id, actor in self.actors.items():
-            actor.load(weights.get(policy_id), filters.get(policy_id))
+            actor.load(weights.get(policy_id), (filters or {}).get(policy_id))
 
     def _reset(self, j: int) -> None:
         """Start environment ``j``'s next episode (seeded by its global index on its first)."""
@@ -356,7 +369,7 @@ class MultiAgentRolloutWorker:
         else:
             self._obs[j] = {agent_id: o for agent_id, o in obs.items() if agent_id not in done}
 
-    def sample(self, weights: dict[str, np.ndarray], filters: dict[str, FilterStats | None],
+    def sample(self, weights: dict[str, np.ndarray], filters: dict[str, FilterStats | None] | None,
                num_episodes: int | None = None) -> MultiAgentSample:
         """Load every policy's weights and filters, then sample one fragment (``rollout_fragment_length``
         environment or agent steps per environment, as ``count_steps_by`` says) or, with
@@ -404,6 +417,7 @@ class MultiAgentRolloutWorker:
                 kept = {key: columns[policy_id].pop(key) for key in list(columns[policy_id])
                         if key in PREVIOUS or key.startswith(STATE_IN)}  # what the network read
                 cuts = columns[policy_id]["cuts"]
+                steps = len(cuts)  # the batch may hold more rows (V-trace's bootstrap rows)
                 processed = {**self.postprocess(columns[policy_id], actor.config),
                              **{key: value for key, value in kept.items() if key in PREVIOUS}}
                 valid = processed.pop("valid").T
@@ -412,7 +426,6 @@ class MultiAgentRolloutWorker:
                 if tensors:  # the sequences the learner replays: cut at each trajectory's end
                     per_step = [[tensor[t] for tensor in tensors] for t in range(len(cuts))]
                     batch.update(stored_states(valid, cuts.T, actor.config.model.max_seq_len, per_step))
-                steps = len(batch)
             delta = actor.obs_filter.pop_delta() if actor.by_hand is None else None
             results[policy_id] = SampleResult(
                 batch, np.array([a.episode_return for a in ended], np.float32),

@@ -89,8 +89,9 @@ class APPO(IMPALA):
             self.kl_coeff = adapt_kl_coeff(self.kl_coeff, float(torch.stack(self.kls).mean()), cfg.kl_target)
         self.kls = []
 
-    def training_step(self) -> dict[str, float]:
-        return {**super().training_step(), "kl_coeff": self.kl_coeff, "num_target_updates": self.num_target_updates}
+    def updates_statistics(self, took: float) -> dict[str, Any]:
+        return {**super().updates_statistics(took), "kl_coeff": self.kl_coeff,
+                "num_target_updates": self.num_target_updates}
 
     # -- checkpoints: IMPALA's, and the target network and the KL loss's weight ------------------
 

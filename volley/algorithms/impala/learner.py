@@ -49,6 +49,7 @@ from volley.envs import EnvCreator
 from volley.errors import ConfigError
 from volley.models import ActorCritic, Distribution
 from volley.optim import Adam, Optimizer, RMSprop
+from volley.policies import PolicySetup
 from volley.rollout.advantages import explained_variance, vtrace_columns, vtrace_targets
 from volley.rollout.batch import Batch
 from volley.rollout.fragments import TrainBatch
@@ -91,8 +92,9 @@ class MinibatchBuffer:
 
 @dataclass
 class StreamMeter:
-    """How stale and how busy one iteration's stream was."""
+    """One iteration's updates, and how stale and how busy their stream was."""
 
+    stats: list[torch.Tensor] = field(default_factory=list)  # per update: the STATS
     lags: list[int] = field(default_factory=list)  # per new fragment: updates since its weights
     waited_s: float = 0.0  # the learner, for train batches
     sample_s: float = 0.0  # the workers, sampling the new fragments
@@ -124,12 +126,13 @@ class IMPALA(Algorithm):
     STATS: tuple[str, ...] = ("policy_loss", "vf_loss", "entropy", "mean_rho")
 
     postprocess = staticmethod(vtrace_columns)  # worker-side: steps and bootstrap observations
+    multi_agent_feed = "stream"  # a multi-agent run splits each train batch by policy
 
-    def make_workers(self, env_creator: EnvCreator | None) -> WorkerGroup:
+    def make_workers(self, env_creator: EnvCreator | None, setup: PolicySetup | None = None) -> WorkerGroup:
         cfg = self.config
         spec = StreamSpec(cfg.max_requests_in_flight_per_sampler_worker, cfg.train_batch_size,
                           cfg.learner_queue_size, cfg.replay_proportion, cfg.replay_buffer_num_slots)
-        return make_streaming_group(cfg, type(self).postprocess, env_creator, spec)
+        return make_streaming_group(cfg, type(self).postprocess, env_creator, spec, setup)
 
     def concurrent_workers(self) -> int:
         return 0 if self.config.engine == "local" else self.workers.plan.num_workers
@@ -147,29 +150,50 @@ class IMPALA(Algorithm):
         self.buffer = MinibatchBuffer(cfg.minibatch_buffer_size, cfg.num_epochs)
         self.started = False  # the workers start on the first train(), after any restore
         self.last_explained_variance = math.nan
+        self.meter = StreamMeter()
+        self.entropy_coeff = self.scheduled("entropy_coeff")
 
-    def training_step(self) -> dict[str, float]:
+    def training_step(self) -> dict[str, Any]:
+        """Updates for ``min_time_s_per_iteration`` seconds (and ``min_sample_timesteps_per_iteration``
+        steps), one at a time, as a multi-agent run interleaves its policies' (:meth:`begin_updates`,
+        :meth:`update_once`, :meth:`updates_statistics`)."""
         cfg = self.config
+        start = time.perf_counter()
+        self.begin_updates()
+        while (not self.meter.stats or time.perf_counter() - start < cfg.min_time_s_per_iteration
+               or self._steps_this_iter < cfg.min_sample_timesteps_per_iteration):
+            self.update_once()
+        return self.updates_statistics(time.perf_counter() - start)
+
+    def begin_updates(self) -> None:
+        """An iteration's updates begin: the workers start (on the first), the learning rate and the
+        entropy bonus take their scheduled values (at the steps sampled so far, as RLlib's learner), and
+        the meter starts afresh."""
         if not self.started:
             self.workers.start(self.policy.get_flat_weights(), self.filter_stats, self.learner_updates)
             self.started = True
-        start = time.perf_counter()
-        meter, stats = StreamMeter(), list[torch.Tensor]()
-        self.schedule_lr(self.optimizer)  # both at the steps sampled so far, as RLlib's learner
-        entropy_coeff = self.scheduled("entropy_coeff")
-        while (not stats or time.perf_counter() - start < cfg.min_time_s_per_iteration
-               or self._steps_this_iter < cfg.min_sample_timesteps_per_iteration):
-            batch = self.buffer.next(lambda: self.take(meter))
-            stats.append(self.update(batch, entropy_coeff))
-            self.learner_updates += 1
-            if self.learner_updates % cfg.broadcast_interval == 0:
-                self.workers.publish(self.policy.get_flat_weights(), self.filter_stats, self.learner_updates)
-            self.after_update()
-        took = time.perf_counter() - start
-        means = dict(zip(self.STATS, torch.stack(stats).mean(0).tolist(), strict=True))
+        self.schedule_lr(self.optimizer)
+        self.entropy_coeff = self.scheduled("entropy_coeff")
+        self.meter = StreamMeter()
+
+    def update_once(self) -> None:
+        """One update on the minibatch buffer's next train batch; the weights go out every
+        ``broadcast_interval`` updates."""
+        batch = self.buffer.next(self.take)
+        self.meter.stats.append(self.update(batch, self.entropy_coeff))
+        self.learner_updates += 1
+        if self.learner_updates % self.config.broadcast_interval == 0:
+            self.workers.publish(self.policy.get_flat_weights(), self.filter_stats, self.learner_updates)
+        self.after_update()
+
+    def updates_statistics(self, took: float) -> dict[str, Any]:
+        """The statistics of the updates since :meth:`begin_updates` (``took`` seconds): the losses'
+        means, and how stale and how busy the stream was."""
+        meter = self.meter
+        means = dict(zip(self.STATS, torch.stack(meter.stats).mean(0).tolist(), strict=True))
         busy = meter.sample_s + meter.idle_s
-        return {**means, "lr": self.optimizer.param_groups[0]["lr"], "entropy_coeff": entropy_coeff,
-                "explained_variance": self.last_explained_variance, "num_updates": len(stats),
+        return {**means, "lr": self.optimizer.param_groups[0]["lr"], "entropy_coeff": self.entropy_coeff,
+                "explained_variance": self.last_explained_variance, "num_updates": len(meter.stats),
                 "learner_updates": self.learner_updates,
                 "policy_lag_mean": float(np.mean(meter.lags)) if meter.lags else math.nan,
                 "policy_lag_max": int(max(meter.lags)) if meter.lags else 0,
@@ -179,16 +203,17 @@ class IMPALA(Algorithm):
                 "num_replayed_fragments": meter.replayed,
                 "num_dropped_fragments": self.workers.num_dropped_fragments}
 
-    def take(self, meter: StreamMeter) -> Batch:
+    def take(self) -> Batch:
         """The next train batch of the stream; its new fragments' episodes and steps are counted, and
         how stale and how busy they were."""
+        meter = self.meter
         waiting = time.perf_counter()
         train_batch: TrainBatch = self.workers.next_batch()
         waited = time.perf_counter() - waiting
         meter.waited_s += waited
         self._sample_time += waited
-        self._merge([fragment.result for fragment in train_batch.fragments])
-        meter.lags.extend(self.learner_updates - fragment.weight_version for fragment in train_batch.fragments)
+        self._merge(train_batch.results())
+        meter.lags.extend(fragment.lag(self.learner_updates) for fragment in train_batch.fragments)
         meter.sample_s += sum(fragment.sample_s for fragment in train_batch.fragments)
         meter.idle_s += sum(fragment.idle_s for fragment in train_batch.fragments)
         meter.replayed += train_batch.num_replayed

@@ -75,7 +75,7 @@ class R2D2(DQN):
     """Synchronous R2D2: DQN whose replay holds sequences and whose Q-network is an LSTM."""
 
     config_class = R2D2Config
-    samples_per_agent = False  # its postprocess cuts a worker's fragments into burn-in sequences
+    multi_agent_feed = None  # its postprocess cuts a single-agent worker's fragments into burn-in sequences
     config: R2D2Config
     policy: LSTMQNetwork
 
