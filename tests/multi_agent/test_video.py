@@ -8,6 +8,7 @@ from pathlib import Path
 
 import imageio.v2 as imageio
 import numpy as np
+import pytest
 from pettingzoo.classic import connect_four_v3
 
 from volley import PettingZooEnv, PPOConfig, register_env
@@ -74,7 +75,8 @@ def test_algo_env_is_the_multi_agent_environment_evaluate_plays():
     assert (stats["episode_reward_mean"], stats["episode_len_mean"]) == (total, steps)
 
 
-def test_the_driver_takes_a_policy_added_after_it_was_built():
+@pytest.mark.parametrize("evaluation_num_workers", [0, 1])
+def test_the_driver_and_evaluation_workers_take_a_policy_added_after_they_were_built(evaluation_num_workers: int):
     mapped: list[tuple[int, str]] = []
 
     def per_agent(agent_id: int, episode: object, worker: object, **kwargs: object) -> str:
@@ -82,9 +84,10 @@ def test_the_driver_takes_a_policy_added_after_it_was_built():
         return f"p{agent_id}"
 
     config = quick("MultiAgentCartPole", num_agents=2).multi_agent(
-        policies={"p0"}, policy_mapping_fn=lambda agent_id, episode, worker, **kwargs: "p0")
+        policies={"p0"}, policy_mapping_fn=lambda agent_id, episode, worker, **kwargs: "p0").evaluation(
+        evaluation_num_workers=evaluation_num_workers)
     with config.build() as algo:
-        algo.evaluate(1)  # builds the driver's worker, which has p0 alone
+        algo.evaluate(1)  # builds the driver's worker (or uses the evaluation worker), which has p0 alone
         algo.add_policy("p1", policy_mapping_fn=per_agent)
         played = algo.evaluate(1)
     assert played["episodes_this_iter"] == 1

@@ -437,6 +437,8 @@ class MultiAgent(Learner):
         self.config = config
         self.setup_ = PolicySetup.of(config, policy_map)
         self.workers.call("set_policies", self.setup_)
+        if self.eval_workers is not None:
+            self.eval_workers.call("set_policies", self.setup_)
         self.policy_spaces = {**self.workers.spaces(), **self.policy_spaces}
         for policy_id, entry in changed.items():
             if entry is None:  # removed: its weights leave the stream's
