@@ -31,7 +31,7 @@ from volley.callbacks import (
     Policies,
 )
 from volley.config import AlgorithmConfig
-from volley.envs import ERROR_INFO, GuardedVectorEnv, guarded_envs
+from volley.guarded_env import ERROR_INFO, GuardedVectorEnv, guarded_envs
 from volley.rollout.batch import Batch
 
 if TYPE_CHECKING:
