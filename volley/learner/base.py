@@ -22,9 +22,10 @@ from typing import Any, ClassVar, Literal, Self
 import numpy as np
 import torch
 
-from volley.callbacks import EpisodeMetrics, Hooks, LearnerMetrics
+from volley.callbacks import Hooks
 from volley.catalog import build_network
 from volley.config import AlgorithmConfig
+from volley.custom_metrics import EpisodeMetrics, LearnerMetrics
 from volley.engines import WorkerGroup, as_placed, make_worker_group
 from volley.envs import EnvCreator, check_env_id, registered_creator
 from volley.errors import ConfigError
