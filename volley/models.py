@@ -32,19 +32,19 @@ import numpy as np
 import torch
 from torch import nn
 
-from volley.config import ModelConfig
-from volley.distributions import (
+from volley.action_dists import (
     Categorical as Categorical,  # learning's distributions, kept here by name
 )
-from volley.distributions import (
-    CustomDistribution,
+from volley.action_dists import DiagGaussian as DiagGaussian
+from volley.action_dists import (
     Distribution,
     EpsilonGreedy,
     SquashedGaussian,
     action_distribution,
     masked,
 )
-from volley.distributions import DiagGaussian as DiagGaussian
+from volley.config import ModelConfig
+from volley.distributions import CustomDistribution
 from volley.errors import VolleyError
 from volley.heads import (
     LOG_STD_MAX,

@@ -31,12 +31,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from volley.distributions import (
-    CustomDistribution,
-    Distribution,
-    action_distribution,
-    masked,
-)
+from volley.action_dists import Distribution, action_distribution, masked
+from volley.distributions import CustomDistribution
 from volley.errors import ConfigError, shown
 from volley.heads import Head, action_head
 from volley.models import ActorCriticPolicy, TorchPrevious

@@ -29,8 +29,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from volley.action_dists import Distribution, masked
 from volley.config import ModelConfig
-from volley.distributions import Distribution, masked
 from volley.models import ActorCritic, QNetwork, TorchPrevious, named_arrays, split_mask
 from volley.networks.lstm import lstm_actor_critic_twin, previous_width
 from volley.networks.numpy_layers import State, Twin
