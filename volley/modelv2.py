@@ -9,7 +9,7 @@ its ``forward(input_dict, state, seq_lens)`` returns ``(outputs, state)`` and it
 observation restored from volley's flat preprocessed one: Discrete parts one-hot, Box parts
 in their own shape) and ``input_dict["obs_flat"]`` the flat one.
 
-volley puts such a model behind its one network interface (:class:`volley.models.Policy`):
+volley puts such a model behind its one network interface (:class:`volley.torch_networks.policy.Policy`):
 :class:`ModelV2ActorCritic` for PPO, PG and TRPO (the outputs are the action distribution's
 inputs, RLlib's sizes: logits, a float ``Box``'s means then log-stds, leaf after leaf of a
 composite space, see :mod:`volley.spaces`; or a custom action distribution's inputs), and
@@ -35,11 +35,11 @@ from volley.action_dists import Distribution, action_distribution, masked
 from volley.distributions import CustomDistribution
 from volley.errors import ConfigError, shown
 from volley.heads import Head, action_head
-from volley.models import ActorCriticPolicy, TorchPrevious
 from volley.networks.numpy_layers import State, Twin
 from volley.observations import ObsMask, ObsPreprocessor, flat_size
 from volley.recurrent import zero_previous
 from volley.spaces import action_layout
+from volley.torch_networks.policy import ActorCriticPolicy, TorchPrevious
 from volley.traced import TracedActing
 from volley.traced_dists import TracedDistribution
 

@@ -1,6 +1,6 @@
 """A policy with memory: an LSTM between volley's MLP or Nature CNN and its heads (RLlib's ``use_lstm``).
 
-:class:`LSTMActorCritic` is :class:`volley.models.ActorCritic` with an LSTM of
+:class:`LSTMActorCritic` is :class:`volley.torch_networks.actor_critic.ActorCritic` with an LSTM of
 ``lstm_cell_size`` units after each body: the policy's and, unless ``vf_share_layers`` (or
 for images, whose CNN is always shared), the value function's own, as RLlib's new stack and
 sb3-contrib's ``RecurrentPPO`` build them (RLlib's old stack shares one). With
@@ -31,10 +31,13 @@ from torch import nn
 
 from volley.action_dists import Distribution, masked
 from volley.config import ModelConfig
-from volley.models import ActorCritic, QNetwork, TorchPrevious, named_arrays, split_mask
 from volley.networks.lstm import lstm_actor_critic_twin, previous_width
 from volley.networks.numpy_layers import State, Twin
 from volley.observations import ObsMask
+from volley.torch_networks.actor_critic import ActorCritic
+from volley.torch_networks.layers import named_arrays, split_mask
+from volley.torch_networks.policy import TorchPrevious
+from volley.torch_networks.q_network import QNetwork
 
 
 def lstm_layer(n_in: int, cell_size: int) -> nn.LSTM:
@@ -59,7 +62,7 @@ def zero_previous(action_space: gym.Space, n: int, device: torch.device | None =
 
 class LSTMActorCritic(ActorCritic):
     """volley's actor-critic with an LSTM on each body (``model.use_lstm``): every action space,
-    action mask and custom action distribution :class:`~volley.models.ActorCritic` takes, the
+    action mask and custom action distribution :class:`~volley.torch_networks.actor_critic.ActorCritic` takes, the
     mask's columns read by no body and applied to the logits after the LSTM."""
 
     def __init__(self, obs_shape: tuple[int, ...], is_image: bool, action_space: gym.Space,
@@ -159,7 +162,7 @@ class LSTMActorCritic(ActorCritic):
 
 class LSTMQNetwork(QNetwork):
     """Q-values from an LSTM of ``lstm_cell_size`` units over the body's features (R2D2, Kapturowski
-    et al., 2019), acting ε-greedily as :class:`~volley.models.QNetwork`; its state is ``[h, c]``."""
+    et al., 2019), acting ε-greedily as :class:`~volley.torch_networks.q_network.QNetwork`; its state is ``[h, c]``."""
 
     def __init__(self, body: nn.Module, n_feat: int, action_space: gym.Space, model: ModelConfig,
                  dueling: bool, hiddens: Sequence[int] = (), mask: ObsMask | None = None) -> None:

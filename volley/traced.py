@@ -266,7 +266,7 @@ class TracedActing:
     inputs (a worker's are always the same), or through torch where the trace fails."""
 
     def __init__(self, policy: torch.nn.Module, name: str) -> None:
-        """``policy``: a :class:`volley.models.Policy`; ``name``: the model's, for the log."""
+        """``policy``: a :class:`volley.torch_networks.policy.Policy`; ``name``: the model's, for the log."""
         self.policy, self.name = policy, name
         self.programs: dict[Key, NumpyProgram | None] = {}  # None: acts in torch
 

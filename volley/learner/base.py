@@ -29,13 +29,13 @@ from volley.custom_metrics import EpisodeMetrics, LearnerMetrics
 from volley.engines import WorkerGroup, as_placed, make_worker_group
 from volley.envs import EnvCreator, check_env_id, registered_creator
 from volley.errors import ConfigError
-from volley.models import Policy
 from volley.modelv2 import adds_custom_loss
 from volley.network_spec import NetworkSpec
 from volley.optim import Optimizer
 from volley.policies import PolicySetup
 from volley.rollout.filters import RunningStats, make_filter
 from volley.rollout.worker import RolloutWorker
+from volley.torch_networks.policy import Policy
 
 EVAL_SEED_OFFSET = 1_000_000  # evaluation environments never replay training seeds
 

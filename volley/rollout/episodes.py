@@ -27,7 +27,7 @@ from volley.guarded_env import ERROR_INFO, GuardedVectorEnv, guarded_envs
 from volley.rollout.batch import Batch
 
 if TYPE_CHECKING:
-    from volley.models import Policy
+    from volley.torch_networks.policy import Policy
 
 
 class EnvHost(Protocol):

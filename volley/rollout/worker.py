@@ -36,7 +36,7 @@ from volley.rollout.streams import EnvStreams
 from volley.spaces import action_layout
 
 if TYPE_CHECKING:
-    from volley.models import Policy
+    from volley.torch_networks.policy import Policy
 
 Postprocess = Callable[[dict[str, np.ndarray], AlgorithmConfig], dict[str, np.ndarray]]
 
