@@ -37,8 +37,8 @@ from volley.errors import ConfigError, shown
 from volley.heads import Head, action_head
 from volley.networks.numpy_layers import State, Twin
 from volley.observations import ObsMask, ObsPreprocessor, flat_size
-from volley.recurrent import zero_previous
 from volley.spaces import action_layout
+from volley.torch_networks.lstm import zero_previous
 from volley.torch_networks.policy import ActorCriticPolicy, TorchPrevious
 from volley.traced import TracedActing
 from volley.traced_dists import TracedDistribution
