@@ -29,16 +29,18 @@ from volley.errors import ConfigError
 from volley.modelv2 import (
     RLLIB_MODEL_DEFAULTS,
     FullyConnectedNetwork,
-    ModelV2ActorCritic,
-    ModelV2Features,
     TorchModelV2,
-    actor_critic_outputs,
     model_observation_space,
 )
 from volley.named import CUSTOM_ACTION_DISTS, CUSTOM_MODELS, NamedObjects, has_methods
 from volley.network_spec import NetworkSpec
 from volley.observations import ObsMask, ObsPreprocessor
 from volley.torch_networks.actor_critic import ActorCritic
+from volley.torch_networks.custom_model import (
+    ModelV2ActorCritic,
+    ModelV2Features,
+    actor_critic_outputs,
+)
 from volley.torch_networks.layers import trunk
 from volley.torch_networks.lstm import LSTMActorCritic, LSTMQNetwork
 from volley.torch_networks.policy import Policy
