@@ -7,14 +7,14 @@ an MLP network acts in numpy: :func:`parameter_shapes` says where each of its
 tensors sits in the flat float32 vector (the order of torch's ``parameters()``, which
 :func:`volley.catalog.build_network` checks against the network it builds), and
 :class:`NumpyActor` acts with them, each kind's layout and twin looked up in
-:mod:`volley.networks.registry`. The Nature CNN acts in torch (:mod:`volley.models`), as
+:mod:`volley.networks.registry`. The Nature CNN acts in torch (:mod:`volley.torch_networks`), as
 does everything that learns.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import gymnasium as gym
 import numpy as np
@@ -28,8 +28,12 @@ from volley.networks.registry import twin_kind
 from volley.observations import ObsMask
 from volley.spaces import action_layout
 
-if TYPE_CHECKING:
-    from volley.models import Policy
+
+class TakesFlatWeights(Protocol):
+    """What :func:`load_flat_weights` needs of a torch network (a
+    :class:`volley.torch_networks.policy.Policy`), named here so that this module imports no torch."""
+
+    def set_flat_weights(self, flat: np.ndarray) -> None: ...
 
 
 def zero_actions(action_space: gym.Space, n: int) -> np.ndarray:
@@ -39,7 +43,7 @@ def zero_actions(action_space: gym.Space, n: int) -> np.ndarray:
     return np.zeros((n,) if layout.kind == "discrete" else (n, layout.width), layout.dtype)
 
 
-def load_flat_weights(weights: np.ndarray, loaded: np.ndarray | None, network: Policy | None,
+def load_flat_weights(weights: np.ndarray, loaded: np.ndarray | None, network: TakesFlatWeights | None,
                       actor: NumpyActor | None) -> np.ndarray:
     """A worker's copy of a policy takes the learner's flat ``weights``: into the torch ``network``
     once it is built (from then on it is what acts), else into the numpy ``actor``; nothing when
@@ -98,12 +102,12 @@ class NumpyActor:
         self._twin = self.build(weights)
 
     def initial_state(self) -> State:
-        """As :meth:`volley.models.Policy.initial_state`: zeros of an LSTM's ``[h, c]``; ``[]`` for an MLP."""
+        """As :meth:`volley.torch_networks.policy.Policy.initial_state`: zeros of an LSTM's ``[h, c]``; ``[]`` for an MLP."""
         return [np.zeros(shape, np.float32) for shape in self.state_shapes]
 
     def act(self, obs: np.ndarray, state: State, streams: RandomStreams, explore: bool,
             prev: Previous = None) -> Acting:
-        """As :meth:`volley.models.Policy.act`."""
+        """As :meth:`volley.torch_networks.policy.Policy.act`."""
         assert self._twin is not None, "load() the weights before acting"
         return self._twin.act(obs, state, streams, explore, prev)
 

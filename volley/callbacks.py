@@ -1,4 +1,4 @@
-"""Callbacks: RLlib's ``DefaultCallbacks`` hooks, the ``Episode`` they see, custom metrics.
+"""Callbacks: RLlib's ``DefaultCallbacks`` hooks, the class's name in a config, and calling them.
 
 A user subclasses :class:`DefaultCallbacks` (RLlib's old-stack protocol, its hook names and
 keyword arguments) and passes the class with ``config.callbacks(MyCallbacks)``. Every rollout
@@ -8,11 +8,9 @@ process, in Ray actors, on MPI ranks); the driver's instance gets the rest (``on
 algorithm is built (:class:`Hooks`), and a hook nobody overrides is never called: a class that
 overrides nothing samples as fast as no class at all.
 
-What an episode's hooks put in ``episode.custom_metrics`` and ``episode.hist_data`` travels
-back with the worker's samples, and the driver summarises it over the same window of recent
-episodes as ``episode_reward_mean``, as RLlib's ``summarize_episodes`` does
-(:class:`EpisodeMetrics`): ``custom_metrics/<key>_mean``, ``_min``, ``_max`` and
-``hist_stats/<key>``.
+The episode hooks see an :class:`~volley.episode.Episode` (:mod:`volley.episode`); what they put
+in ``episode.custom_metrics`` and ``episode.hist_data`` travels back with the worker's samples, and
+the driver summarises it as RLlib's ``summarize_episodes`` does (:mod:`volley.custom_metrics`).
 
 A config keeps the class as a name, ``"module:QualName"`` (in checkpoints too); a config restored
 in another process finds the class where this process has it already, and never imports
@@ -21,19 +19,14 @@ anything (:func:`callbacks_class_of`).
 
 from __future__ import annotations
 
-import math
 import sys
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
-import numpy as np
-
+from volley.custom_metrics import summarize as summarize  # tests import it from here
+from volley.episode import Episode
 from volley.errors import CallbackError, ConfigError, shown
 from volley.named import has_methods, unique_name
-
-AGENT_ID = "agent0"  # RLlib's single agent (_DUMMY_AGENT_ID)
-POLICY_ID = "default_policy"
 
 # hooks run where the episodes run (rollout workers), and those the driver runs
 WORKER_HOOKS = ("on_sub_environment_created", "on_episode_created", "on_episode_start", "on_episode_step",
@@ -286,7 +279,7 @@ class Hooks:
                                     f"{': ' + text if text else ''}") from exc
 
 
-# -- the episode the hooks see ----------------------------------------------------------------------
+# -- where an environment runs ----------------------------------------------------------------------
 
 
 class EnvContext(dict):
@@ -297,227 +290,3 @@ class EnvContext(dict):
         super().__init__(env_config)
         self.worker_index, self.vector_index, self.num_workers = worker_index, vector_index, num_workers
         self.remote, self.recreated_worker = remote, recreated_worker
-
-
-class Episode:
-    """One episode of one environment, as RLlib's ``Episode`` / ``EpisodeV2`` shows it to the hooks.
-
-    ``custom_metrics`` (numbers; summarised at the driver), ``hist_data`` (lists; concatenated
-    into ``hist_stats``), ``user_data`` (anything, kept for the episode's hooks), ``media``
-    (kept, not reported). ``length`` and ``total_reward`` count the steps taken so far; the
-    ``last_*_for()`` methods read the latest step (RLlib's ``agent_id`` argument is accepted:
-    there is one agent). They read the worker's current step (``step``, a :class:`StepSource`),
-    so following an episode costs nothing per step; at its end that step is kept (its arrays
-    are new every step: the worker keeps them too, in its fragment).
-    """
-
-    def __init__(self, episode_id: int, env_id: int, worker: Any, step: StepSource) -> None:
-        self.episode_id = episode_id
-        self.env_id = env_id
-        self.worker = worker
-        self.custom_metrics: dict[str, Any] = {}
-        self.user_data: dict[str, Any] = {}
-        self.hist_data: dict[str, list[Any]] = {}
-        self.media: dict[str, Any] = {}
-        self._step = step
-        self._first = step  # the reset that started it (its observation and info)
-        self._final: tuple[int, float] | None = None  # its length and return, once it ended
-
-    def begin(self, first: StepSource) -> None:
-        """The environment was reset: ``first`` holds its first observation and info."""
-        self._first = first
-
-    def end(self) -> None:
-        """Keep the step the episode ended on (the worker's moves on), its length and its return."""
-        self._final = self.length, self.total_reward
-        self._step = self._step.frozen()
-
-    def _read(self, key: str) -> Any:
-        steps = self.length
-        if key in ("action", "prev_action"):
-            if steps <= (0 if key == "action" else 1):  # none taken yet: zeros, as in RLlib
-                return np.zeros_like(self._step.value("action", self.env_id))
-        elif key in ("reward", "prev_reward"):
-            if steps <= (0 if key == "reward" else 1):
-                return 0.0
-        elif steps == 0:
-            return False if key in ("terminated", "truncated") else self._first.value(key, self.env_id)
-        return self._step.value(key, self.env_id)
-
-    @property
-    def length(self) -> int:
-        return self._final[0] if self._final is not None else self._step.length(self.env_id)
-
-    @property
-    def total_reward(self) -> float:
-        return self._final[1] if self._final is not None else self._step.total_reward(self.env_id)
-
-    total_env_steps = total_agent_steps = length
-
-    @property
-    def agent_rewards(self) -> dict[tuple[str, str], float]:
-        return {(AGENT_ID, POLICY_ID): self.total_reward}
-
-    def last_observation_for(self, agent_id: str = AGENT_ID) -> np.ndarray:
-        """The latest observation as the policy takes it (preprocessed, before the observation filter)."""
-        return self._read("obs")
-
-    def last_raw_obs_for(self, agent_id: str = AGENT_ID) -> Any:
-        """The latest observation as the environment returned it."""
-        return self._read("raw_obs")
-
-    def last_info_for(self, agent_id: str = AGENT_ID) -> dict:
-        """The info dict of the latest step (or of the reset)."""
-        return self._read("info")
-
-    def last_action_for(self, agent_id: str = AGENT_ID) -> np.ndarray:
-        """The policy's latest action (zeros before the first step)."""
-        return self._read("action")
-
-    def prev_action_for(self, agent_id: str = AGENT_ID) -> np.ndarray:
-        """The action before the latest one (zeros before the second step)."""
-        return self._read("prev_action")
-
-    def last_reward_for(self, agent_id: str = AGENT_ID) -> float:
-        return float(self._read("reward"))
-
-    def prev_reward_for(self, agent_id: str = AGENT_ID) -> float:
-        """The reward before the latest one (0 before the second step)."""
-        return float(self._read("prev_reward"))
-
-    def last_terminated_for(self, agent_id: str = AGENT_ID) -> bool:
-        return bool(self._read("terminated"))
-
-    def last_truncated_for(self, agent_id: str = AGENT_ID) -> bool:
-        return bool(self._read("truncated"))
-
-    def last_done_for(self, agent_id: str = AGENT_ID) -> bool:
-        return self.last_terminated_for() or self.last_truncated_for()
-
-    def policy_for(self, agent_id: str = AGENT_ID) -> str:
-        return POLICY_ID
-
-    def get_agents(self) -> list[str]:
-        return [AGENT_ID]
-
-    def record(self) -> tuple[dict[str, Any], dict[str, list[Any]]]:
-        """What the driver summarises: the custom metrics and the histogram data."""
-        return self.custom_metrics, self.hist_data
-
-
-class StepSource(Protocol):
-    """What an :class:`Episode` reads: the latest step of its worker's environments
-    (``volley.rollout.episodes.StepView``), or once it ended, the step it ended on."""
-
-    def value(self, key: str, env: int) -> Any: ...
-
-    def length(self, env: int) -> int: ...
-
-    def total_reward(self, env: int) -> float: ...
-
-    def frozen(self) -> StepSource:
-        """This step, kept as it is now."""
-        ...
-
-
-# -- custom metrics at the driver -------------------------------------------------------------------
-
-EpisodeRecord = tuple[dict[str, Any], dict[str, list[Any]]]  # (custom_metrics, hist_data) of one episode
-
-
-def summarize(records: Iterable[EpisodeRecord], keep_per_episode: bool = False
-              ) -> tuple[dict[str, Any], dict[str, list[Any]]]:
-    """RLlib's ``summarize_episodes`` for custom metrics: each key's ``_mean``, ``_min`` and ``_max``
-    over the episodes that set it (NaN values left out; NaN if none is left), or with
-    ``keep_per_episode`` the list of values; and each ``hist_data`` key's values concatenated."""
-    values: dict[str, list[Any]] = {}
-    hist: dict[str, list[Any]] = {}
-    for custom, hist_data in records:
-        for key, value in custom.items():
-            values.setdefault(key, []).append(value)
-        for key, items in hist_data.items():
-            hist.setdefault(key, []).extend(_plain(item) for item in items)
-    metrics: dict[str, Any] = {}
-    for key, found in values.items():
-        for value in found:
-            if np.asarray(value).dtype.kind not in "biuf":
-                raise CallbackError(f"custom metric {key!r} is {shown(value)}: episode.custom_metrics "
-                                    "holds numbers (lists of them go in episode.hist_data)")
-        kept = [value for value in found if not np.any(np.isnan(value))]
-        if keep_per_episode:
-            metrics[key] = [_plain(value) for value in kept]
-            continue
-        for suffix, reduce in (("mean", np.mean), ("min", np.min), ("max", np.max)):
-            metrics[f"{key}_{suffix}"] = float(reduce(kept)) if kept else math.nan
-    return metrics, hist
-
-
-def _plain(value: Any) -> Any:
-    """numpy numbers and arrays as Python's (progress.jsonl is JSON)."""
-    return value.tolist() if isinstance(value, (np.ndarray, np.generic)) else value
-
-
-class EpisodeMetrics:
-    """The driver's custom metrics: the records of the latest ``window`` episodes (the episodes
-    ``episode_reward_mean`` averages), summarised into every result."""
-
-    def __init__(self, window: int, keep_per_episode: bool) -> None:
-        self.records: deque[EpisodeRecord] = deque(maxlen=window)
-        self.keep_per_episode = keep_per_episode
-
-    def add(self, records: Iterable[EpisodeRecord]) -> None:
-        self.records.extend(records)
-
-    def result(self, returns: Iterable[float], lengths: Iterable[int]) -> dict[str, Any]:
-        return result_of(self.records, returns, lengths, self.keep_per_episode)
-
-
-def result_of(records: Iterable[EpisodeRecord], returns: Iterable[float], lengths: Iterable[int],
-              keep_per_episode: bool = False) -> dict[str, Any]:
-    """``custom_metrics`` and ``hist_stats`` (with RLlib's ``episode_reward`` and
-    ``episode_lengths``) of a result over episodes with these records, returns and lengths."""
-    metrics, hist = summarize(records, keep_per_episode)
-    return {"custom_metrics": metrics,
-            "hist_stats": {**hist, "episode_reward": [float(r) for r in returns],
-                           "episode_lengths": [int(n) for n in lengths]}}
-
-
-class LearnerMetrics:
-    """What ``on_learn_on_batch`` put in its ``result`` dicts during an iteration, averaged."""
-
-    def __init__(self) -> None:
-        self.dicts: list[dict[str, Any]] = []
-
-    def new(self) -> dict[str, Any]:
-        self.dicts.append({})
-        return self.dicts[-1]
-
-    def pop(self) -> dict[str, Any]:
-        """Each key's mean over the iteration's dicts (a value that is not a number: the last)."""
-        merged: dict[str, Any] = {}
-        for key in dict.fromkeys(key for each in self.dicts for key in each):
-            values = [each[key] for each in self.dicts if key in each]
-            try:
-                merged[key] = _plain(np.mean(values))
-            except (TypeError, ValueError):
-                merged[key] = values[-1]
-        self.dicts = []
-        return merged
-
-
-class Policies(Mapping[str, Any]):
-    """RLlib's ``policies``: ``{"default_policy": the worker's torch network}``, built when first read."""
-
-    def __init__(self, policy: Callable[[], Any]) -> None:
-        self._policy = policy
-
-    def __getitem__(self, key: str) -> Any:
-        if key != POLICY_ID:
-            raise KeyError(key)
-        return self._policy()
-
-    def __iter__(self) -> Iterator[str]:
-        return iter([POLICY_ID])
-
-    def __len__(self) -> int:
-        return 1

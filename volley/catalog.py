@@ -1,11 +1,11 @@
 """The catalog: (observation space, action space, model config) → a network behind one interface.
 
 :func:`build_network` is the one place a network is made, for the learner and for every worker,
-from a :class:`volley.network_spec.NetworkSpec`: volley's own MLP or Nature CNN (:mod:`volley.models`; an MLP acts through its numpy twin),
-either with an LSTM on it (``use_lstm``, :mod:`volley.recurrent`), or a user's custom model
+from a :class:`volley.network_spec.NetworkSpec`: volley's own MLP or Nature CNN (:mod:`volley.torch_networks`; an MLP acts through its numpy twin),
+either with an LSTM on it (``use_lstm``, :mod:`volley.torch_networks.lstm`), or a user's custom model
 (:mod:`volley.modelv2`, RLlib's ``ModelV2`` protocol; it acts in numpy where it traces,
 :mod:`volley.traced`, else in torch).
-Each is a :class:`volley.models.Policy`: distribution inputs, values and a recurrent state
+Each is a :class:`volley.torch_networks.policy.Policy`: distribution inputs, values and a recurrent state
 (``[]`` for a feed-forward network).
 
 :class:`ModelCatalog` is RLlib's name for it, for the calls RLlib users' scripts make:
@@ -26,20 +26,26 @@ from volley.acting import parameter_shapes
 from volley.config import ModelConfig, NetworkKind
 from volley.distributions import required_outputs
 from volley.errors import ConfigError
-from volley.models import ActorCritic, Policy, QNetwork, SquashedGaussianActor, trunk
 from volley.modelv2 import (
     RLLIB_MODEL_DEFAULTS,
     FullyConnectedNetwork,
-    ModelV2ActorCritic,
-    ModelV2Features,
     TorchModelV2,
-    actor_critic_outputs,
     model_observation_space,
 )
 from volley.named import CUSTOM_ACTION_DISTS, CUSTOM_MODELS, NamedObjects, has_methods
 from volley.network_spec import NetworkSpec
 from volley.observations import ObsMask, ObsPreprocessor
-from volley.recurrent import LSTMActorCritic, LSTMQNetwork
+from volley.torch_networks.actor_critic import ActorCritic
+from volley.torch_networks.custom_model import (
+    ModelV2ActorCritic,
+    ModelV2Features,
+    actor_critic_outputs,
+)
+from volley.torch_networks.layers import trunk
+from volley.torch_networks.lstm import LSTMActorCritic, LSTMQNetwork
+from volley.torch_networks.policy import Policy
+from volley.torch_networks.q_network import QNetwork
+from volley.torch_networks.squashed_gaussian import SquashedGaussianActor
 
 
 class ModelCatalog:

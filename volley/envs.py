@@ -4,13 +4,14 @@ Every worker steps its environments as one Gymnasium ``VectorEnv`` in
 ``NEXT_STEP`` autoreset mode. Where an environment has a native vector
 implementation it is used: CartPole's numpy vector env, and for ALE pixels ale-py's
 C++ ``AtariVectorEnv``, several times faster than stepping single environments.
-Every other vector is a :class:`GuardedVectorEnv` of :class:`GuardedEnv` s, so a failing
-environment can be named by its index and replaced alone.
+Every other vector is a :class:`~volley.guarded_env.GuardedVectorEnv` of
+:class:`~volley.guarded_env.GuardedEnv` s, so a failing environment can be named by its index and
+replaced alone. The wrappers volley adds (an action mask, a time limit) and the environments it
+brings (Karpathy's Pong, CartPole without velocities) live in :mod:`volley.env_wrappers`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import itertools
 import re
@@ -21,13 +22,13 @@ import gymnasium as gym
 import numpy as np
 
 from volley.callbacks import EnvContext
+from volley.env_wrappers import KarpathyPong, time_limited, with_action_masks
 from volley.errors import ConfigError, EnvError, VolleyError, did_you_mean
+from volley.guarded_env import GuardedVectorEnv
 from volley.named import ENVIRONMENTS
 from volley.spaces import action_layout
 
 EnvCreator = Callable[[dict], gym.Env]
-
-ERROR_INFO = "volley_env_error"  # set in the info of a GuardedEnv whose step or reset raised
 
 
 def register_env(name: str, creator: EnvCreator) -> None:
@@ -89,93 +90,6 @@ def _atari_game(env: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
-class KarpathyPong(gym.Wrapper):
-    """Karpathy's "Pong from Pixels" preprocessing of an ALE Pong environment.
-
-    Crop the play field, keep every second pixel of one colour channel (80x80), erase
-    the two background colours, set the rest to 1, and observe the difference of
-    consecutive frames (so motion is visible). Two actions: 0 is UP, 1 is DOWN.
-    """
-
-    UP, DOWN = 2, 3  # ALE Pong's action indices
-    BACKGROUND = (144, 109)
-
-    def __init__(self, env: gym.Env) -> None:
-        super().__init__(env)
-        self.observation_space = gym.spaces.Box(-1.0, 1.0, (80 * 80,), np.float32)
-        self.action_space = gym.spaces.Discrete(2)
-        self._previous: np.ndarray | None = None
-
-    @classmethod
-    def preprocess(cls, frame: np.ndarray) -> np.ndarray:
-        """210x160x3 uint8 frame -> 6400 float32 of 0 and 1."""
-        field = frame[35:195:2, ::2, 0]
-        # two comparisons: a fifth of np.isin's time on a frame, a tenth of a Pong step's
-        return ((field != cls.BACKGROUND[0]) & (field != cls.BACKGROUND[1])).astype(np.float32).ravel()
-
-    def reset(self, **kwargs: Any) -> tuple[np.ndarray, dict]:
-        frame, info = self.env.reset(**kwargs)
-        self._previous = self.preprocess(frame)
-        return np.zeros(80 * 80, np.float32), info
-
-    def step(self, action: Any) -> tuple[np.ndarray, Any, bool, bool, dict]:
-        frame, reward, terminated, truncated, info = self.env.step(self.DOWN if action else self.UP)
-        current = self.preprocess(frame)
-        assert self._previous is not None
-        difference, self._previous = current - self._previous, current
-        return difference, reward, terminated, truncated, info
-
-
-class StatelessCartPole(gym.ObservationWrapper):
-    """CartPole without its velocities: the cart's position and the pole's angle only, so that a
-    policy must remember earlier observations to balance (RLlib's ``StatelessCartPole``). With
-    ``keep_shape`` the velocities are zeros instead of gone: rl-zoo's ``CartPoleNoVel`` (its
-    ``MaskVelocityWrapper``). Registered as ``StatelessCartPole-v1`` and ``CartPoleNoVel-v1``,
-    each with a numpy vector of its own (CartPole's, its observations cut)."""
-
-    KEPT = np.array([0, 2])  # x, theta; x_dot and theta_dot (1, 3) are the velocities
-
-    def __init__(self, env: gym.Env, keep_shape: bool = False) -> None:
-        super().__init__(env)
-        self.cut = _velocity_cut(keep_shape)
-        self.observation_space = self.cut(env.observation_space)
-
-    def observation(self, observation: np.ndarray) -> np.ndarray:
-        return self.cut(observation)
-
-
-def _velocity_cut(keep_shape: bool) -> Callable[[Any], Any]:
-    """CartPole's observations (or a Box of them, or a batch) without the velocities."""
-    def cut(obs: Any) -> Any:
-        if isinstance(obs, gym.spaces.Box):  # rl-zoo's keeps the space's bounds
-            return obs if keep_shape else gym.spaces.Box(cut(obs.low), cut(obs.high), dtype=obs.dtype)
-        if keep_shape:
-            return np.where([True, False, True, False], obs, obs.dtype.type(0))
-        return obs[..., StatelessCartPole.KEPT]
-    return cut
-
-
-def stateless_cartpole(keep_shape: bool = False, **kwargs: Any) -> gym.Env:
-    from gymnasium.envs.classic_control.cartpole import CartPoleEnv
-
-    return StatelessCartPole(CartPoleEnv(**kwargs), keep_shape)
-
-
-def stateless_cartpole_vector(num_envs: int, keep_shape: bool = False, **kwargs: Any) -> gym.vector.VectorEnv:
-    from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
-    from gymnasium.wrappers.vector import TransformObservation
-
-    env = CartPoleVectorEnv(num_envs=num_envs, **kwargs)
-    cut = _velocity_cut(keep_shape)
-    return TransformObservation(env, cut, cut(env.observation_space), cut(env.single_observation_space))
-
-
-for _name, _keep in (("StatelessCartPole-v1", False), ("CartPoleNoVel-v1", True)):
-    if _name not in gym.registry:  # rl-zoo3 registers CartPoleNoVel-v1 too, where it was imported first
-        gym.register(_name, entry_point=stateless_cartpole, vector_entry_point="volley.envs:stateless_cartpole_vector",
-                     max_episode_steps=500, reward_threshold=475.0, kwargs={"keep_shape": _keep})
-
-
 def _atari_vector_env(env: str, num_envs: int, preprocessing: str, env_config: dict,
                       dim: int = 84) -> gym.vector.VectorEnv:
     from ale_py.vector_env import AtariVectorEnv
@@ -220,182 +134,6 @@ def _checked_creator(name: str, creator: EnvCreator, env_config: dict) -> Callab
     return make
 
 
-def recreated_seed(seed: int, recreations: int) -> int:
-    """The seed of an environment recreated for the ``recreations``-th time: a function of the
-    environment's first seed, so a run stays a function of its config, but never that seed."""
-    return int(np.random.SeedSequence([seed, recreations]).generate_state(1)[0])
-
-
-class ActionMasksObservation(gym.ObservationWrapper):
-    """sb3-contrib's masking protocol as RLlib's: an environment with an ``action_masks()`` method (what
-    MaskablePPO calls) observes ``{key: its mask, "observations": its observation}``, so the mask
-    reaches the network where a Dict observation's ``action_mask_key`` does. The mask is read after
-    every reset and step, for the observation that comes with it."""
-
-    def __init__(self, env: gym.Env, key: str, name: str) -> None:
-        super().__init__(env)
-        self.key, self.name = key, name
-        self.width = action_layout(env.action_space).mask_width()
-        self.observation_space = gym.spaces.Dict({key: gym.spaces.MultiBinary(self.width),
-                                                  "observations": env.observation_space})
-
-    def observation(self, observation: Any) -> dict[str, Any]:
-        mask = np.asarray(self.env.get_wrapper_attr("action_masks")())
-        if mask.shape != (self.width,) or mask.dtype.kind not in "biuf":
-            raise EnvError(f"environment '{self.name}'.action_masks() returned {mask.dtype} of shape {mask.shape}: "
-                           f"the mask of {self.env.action_space} holds {self.width} True/False (or 1/0) values")
-        return {self.key: mask.astype(np.int8), "observations": observation}
-
-
-def with_action_masks(make: Callable[[], gym.Env], key: str, name: str) -> Callable[[], gym.Env]:
-    """``make``, its environment wrapped in :class:`ActionMasksObservation` where it has ``action_masks()``."""
-    def made() -> gym.Env:
-        env = make()
-        return ActionMasksObservation(env, key, name) if env.has_wrapper_attr("action_masks") else env
-    return made
-
-
-class GuardedEnv(gym.Wrapper):
-    """One sub-environment of a :class:`GuardedVectorEnv` that keeps its exceptions in.
-
-    An exception escaping from the middle of the vector's step would lose the results of
-    the environments stepped before it. Instead the failed call returns a placeholder (a
-    sampled observation, reward 0) with ``info[ERROR_INFO]`` set; the vector's info then
-    says which index failed, and the worker reads the exception from :attr:`error`,
-    calls :meth:`recreate` and resets this index alone (see ``RolloutWorker``).
-    """
-
-    def __init__(self, make: Callable[[], gym.Env]) -> None:
-        super().__init__(make())
-        self.make = make
-        self.error: tuple[str, Exception] | None = None  # (method, exception) of the last failure
-        self.recreations = 0
-        self._first_seed: int | None = None  # the seed of the first reset, from the worker
-        self._fresh = True  # not reset since it was made
-
-    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict]:
-        try:
-            return self.env.step(action)
-        except VolleyError:  # volley's own check of what the environment gave (an action mask): bad input
-            raise
-        except Exception as exc:
-            self.error = ("step", exc)
-            return self.observation_space.sample(), 0.0, False, False, {ERROR_INFO: True}
-
-    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
-        if self._first_seed is None:
-            self._first_seed = seed
-        elif seed is None and self._fresh:  # a recreated env's first reset: a seed of its own
-            seed = recreated_seed(self._first_seed, self.recreations)
-        self._fresh = False
-        try:
-            return self.env.reset(seed=seed, options=options)
-        except VolleyError:
-            raise
-        except Exception as exc:
-            self.error = ("reset", exc)
-            return self.observation_space.sample(), {ERROR_INFO: True}
-
-    def recreate(self) -> None:
-        """Replace the environment with a new one from the same creator."""
-        with contextlib.suppress(Exception):  # a broken environment may fail to close too
-            self.env.close()
-        self.env = self.make()
-        self.error = None
-        self.recreations += 1
-        self._fresh = True
-
-
-class GuardedVectorEnv(gym.vector.VectorEnv):
-    """``num_envs`` :class:`GuardedEnv` s stepped one after another as one vector.
-
-    What Gymnasium's ``SyncVectorEnv`` does in ``NEXT_STEP`` autoreset mode (the step after
-    an episode end only resets that environment, reward 0), without the per-step merging
-    of every sub-environment's info dict: the only info a worker reads is which
-    environment failed (``info[ERROR_INFO]`` and its mask). For one MuJoCo environment
-    that merging and its bookkeeping cost about as much as the physics step. Each
-    environment's own info of the latest step or reset is in :attr:`sub_infos` (for the
-    callbacks' ``episode.last_info_for()``).
-    """
-
-    def __init__(self, make: Callable[[], gym.Env], num_envs: int) -> None:
-        self.envs = [GuardedEnv(make) for _ in range(num_envs)]
-        self.num_envs = num_envs
-        first = self.envs[0]
-        self.single_observation_space = first.observation_space
-        self.single_action_space = first.action_space
-        self.observation_space = gym.vector.utils.batch_space(first.observation_space, num_envs)
-        self.action_space = gym.vector.utils.batch_space(first.action_space, num_envs)
-        self.metadata = {**first.metadata, "autoreset_mode": gym.vector.AutoresetMode.NEXT_STEP}
-        self.render_mode = first.render_mode
-        self._autoreset = np.zeros(num_envs, bool)
-        self._last_obs: list[Any] = [None] * num_envs  # what a reset_mask leaves in place
-        self.sub_infos: list[dict] = [{} for _ in range(num_envs)]
-        self._box = isinstance(first.observation_space, gym.spaces.Box)
-
-    def _stack(self, observations: list[Any]) -> Any:
-        if self._box:  # a new array, as np.stack makes, in a fraction of its time
-            return np.array(observations)
-        out = gym.vector.utils.create_empty_array(self.single_observation_space, self.num_envs)
-        return gym.vector.utils.concatenate(self.single_observation_space, observations, cast(Any, out))
-
-    @staticmethod
-    def _errors(failed: list[int], num_envs: int) -> dict[str, Any]:
-        if not failed:
-            return {}
-        mask = np.zeros(num_envs, bool)
-        mask[failed] = True
-        return {ERROR_INFO: mask, "_" + ERROR_INFO: mask}
-
-    def reset(self, *, seed: int | list[int | None] | None = None,
-              options: dict | None = None) -> tuple[Any, dict]:
-        """Reset every env (``options={"reset_mask": m}``: only those where ``m`` is True)."""
-        seeds = seed if isinstance(seed, list) else [None if seed is None else seed + i
-                                                     for i in range(self.num_envs)]
-        mask = (options or {}).get("reset_mask")
-        env_options = {k: v for k, v in (options or {}).items() if k != "reset_mask"} or None
-        observations, failed, infos = [], [], list(self.sub_infos)
-        for i, env in enumerate(self.envs):
-            if mask is None or mask[i]:
-                obs, info = env.reset(seed=seeds[i], options=env_options)
-                self._autoreset[i] = False
-                self._last_obs[i] = obs
-                infos[i] = info
-            else:
-                obs, info = self._last_obs[i], {}
-            observations.append(obs)
-            if ERROR_INFO in info:
-                failed.append(i)
-        self.sub_infos = infos
-        return self._stack(observations), self._errors(failed, self.num_envs)
-
-    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
-        rewards = np.zeros(self.num_envs, np.float32)  # what the worker keeps: no conversion a step
-        terminated = np.zeros(self.num_envs, bool)
-        truncated = np.zeros(self.num_envs, bool)
-        observations, failed, infos = [], [], []
-        for i, env in enumerate(self.envs):
-            if self._autoreset[i]:
-                obs, info = env.reset()
-            else:
-                obs, rewards[i], terminated[i], truncated[i], info = env.step(actions[i])
-            observations.append(obs)
-            infos.append(info)
-            if ERROR_INFO in info:
-                failed.append(i)
-        self._last_obs, self.sub_infos = observations, infos
-        self._autoreset = terminated | truncated
-        return self._stack(observations), rewards, terminated, truncated, self._errors(failed, self.num_envs)
-
-    def render(self) -> tuple[Any, ...] | None:
-        frames = tuple(env.render() for env in self.envs)
-        return None if all(frame is None for frame in frames) else frames
-
-    def close_extras(self, **kwargs: Any) -> None:
-        for env in self.envs:
-            env.close()
-
-
 TaskType = Any  # RLlib's alias for a task: whatever the environment's tasks are (an int, a dict)
 
 
@@ -415,31 +153,8 @@ class TaskSettableEnv(gym.Env):
         raise NotImplementedError
 
 
-def time_limited(make: Callable[[], gym.Env], horizon: int | None, name: str) -> Callable[[], gym.Env]:
-    """``make`` with episodes truncated after ``horizon`` steps, as RLlib's older ``horizon`` key did
-    (``make`` itself for None). As in RLlib, a horizon past the environment's own time limit is
-    refused: the environment would end its episodes first."""
-    if horizon is None:
-        return make
-
-    def limited() -> gym.Env:
-        made = make()
-        own = made.spec.max_episode_steps if made.spec is not None else None
-        if own is not None and horizon > own:
-            raise ConfigError(f"horizon={horizon} is larger than environment '{name}''s own time limit of "
-                              f"{own} steps: make horizon <= {own}, or raise the environment's limit")
-        return gym.wrappers.TimeLimit(made, horizon)
-    return limited
-
-
 def _guarded_vector(make: Callable[[], gym.Env], num_envs: int) -> GuardedVectorEnv:
     return GuardedVectorEnv(make, num_envs)
-
-
-def guarded_envs(vec: gym.vector.VectorEnv) -> list[GuardedEnv] | None:
-    """The sub-environments of a vector ``make_vector_env`` built from GuardedEnvs; None for a
-    native vector env, whose sub-environments are not Python objects."""
-    return vec.envs if isinstance(vec, GuardedVectorEnv) else None
 
 
 def make_vector_env(env: str, num_envs: int, *, env_config: dict | None = None,

@@ -8,35 +8,37 @@ environments here set it as RLlib's ``make_multi_agent`` does: terminated once t
 for every agent, however it ended, and truncated as well where every agent was truncated; whether
 to bootstrap an agent is read from its own flags.
 
-Environments enter in three ways, and the rest of volley reads them through the functions at the
-end of this module, never through one base class: volley's :class:`MultiAgentEnv`, RLlib's own
-(an example script's environment subclasses ``ray.rllib.env.multi_agent_env.MultiAgentEnv``; it
-is recognised without importing Ray), and PettingZoo's games through :class:`PettingZooEnv`
-(turn-based) and :class:`ParallelPettingZooEnv`. Each agent's spaces are declared in one of
-four forms, old API and new; :func:`agent_spaces` resolves them all.
+Environments enter in three ways, and the rest of volley reads them through the functions of
+:mod:`volley.multi_agent_protocol`, never through one base class: volley's :class:`MultiAgentEnv`,
+RLlib's own (an example script's environment subclasses
+``ray.rllib.env.multi_agent_env.MultiAgentEnv``; it is recognised without importing Ray), and
+PettingZoo's games through :class:`PettingZooEnv` (turn-based) and :class:`ParallelPettingZooEnv`.
+Each agent's spaces are declared in one of four forms, old API and new;
+:func:`~volley.multi_agent_protocol.agent_spaces` resolves them all.
 """
 
 from __future__ import annotations
 
 import copy
-import inspect
-from collections.abc import Callable, Container
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
 from volley.envs import check_env_id, register_env, registered_creator
-from volley.errors import ConfigError, EnvError, VolleyError, shown
+from volley.errors import ConfigError, EnvError, shown
+from volley.multi_agent_protocol import SpaceKind, agent_space, declared_space, possible_agent_ids
+
+# the protocol's functions, named here too: scripts and tests take them from here, and so do the
+# multi-agent worker and learner, whose import of this module registers MultiAgentCartPole
+from volley.multi_agent_protocol import agent_spaces as agent_spaces
+from volley.multi_agent_protocol import checked_output as checked_output
+from volley.multi_agent_protocol import is_multi_agent_env as is_multi_agent_env
+from volley.multi_agent_protocol import make_multi_agent_env as make_multi_agent_env
 
 ENV_STATE = "state"  # RLlib's key for a global state in a Dict observation (its centralized critic example)
 
-# The modules whose class ``MultiAgentEnv`` marks an environment as multi-agent: volley's, and
-# RLlib's, which is only ever read by name so that nothing here imports Ray
-_BASE_MODULES = frozenset({__name__, "ray.rllib.env.multi_agent_env"})
-_PETTINGZOO_BASES = frozenset({"pettingzoo.utils.env"})  # where AECEnv and ParallelEnv live
-
-SpaceKind = Literal["observation", "action"]
 AgentDict = dict[Any, Any]  # agent id -> an observation, reward, flag, info or action
 # observations, rewards, terminateds, truncateds, infos
 StepResult = tuple[AgentDict, AgentDict, AgentDict, AgentDict, AgentDict]
@@ -94,11 +96,11 @@ class MultiAgentEnv(gym.Env):
 
     def get_observation_space(self, agent_id: Any) -> gym.Space:
         """The observation space of agent ``agent_id`` (an EnvError if it has none)."""
-        return _declared_space(self, "observation", agent_id)
+        return declared_space(self, "observation", agent_id)
 
     def get_action_space(self, agent_id: Any) -> gym.Space:
         """The action space of agent ``agent_id`` (an EnvError if it has none)."""
-        return _declared_space(self, "action", agent_id)
+        return declared_space(self, "action", agent_id)
 
     def observation_space_contains(self, x: dict[Any, Any]) -> bool:
         """Whether each agent's observation in ``x`` lies in that agent's space."""
@@ -306,176 +308,6 @@ class ParallelPettingZooEnv(_PettingZooWrapper):
     def step(self, action_dict: AgentDict) -> StepResult:  # type: ignore[override]
         obs, rewards, terminateds, truncateds, infos = (dict(d) for d in self.par_env.step(action_dict))
         return self._ending(obs, rewards, terminateds, truncateds, infos)
-
-
-def _has_base_class(cls: type, names: tuple[str, ...], modules: Container[str]) -> bool:
-    return any(base.__name__ in names and base.__module__ in modules for base in cls.__mro__)
-
-
-def is_multi_agent_env(obj: Any) -> bool:
-    """Whether ``obj`` (an environment, or its class) is a multi-agent environment: volley's
-    :class:`MultiAgentEnv` (the PettingZoo wrappers included) or RLlib's own, found by name in the
-    class's bases, so that Ray is never imported."""
-    cls = obj if isinstance(obj, type) else type(obj)
-    return _has_base_class(cls, ("MultiAgentEnv",), _BASE_MODULES)
-
-
-def make_multi_agent_env(env: str, env_config: dict, creator: Callable[[dict], Any] | None,
-                         render_mode: str | None = None) -> Any:
-    """One multi-agent environment of what a config's ``env`` names: ``creator(env_config)`` (a
-    function given to ``register_env`` or an environment class; without one, the creator
-    registered as ``env``). A ConfigError names ``env`` when it is not a multi-agent environment.
-    ``render_mode`` goes to a class that takes one, as Gymnasium's do (``make_multi_agent``'s
-    classes); a creator function chooses its own.
-    """
-    creator = creator or registered_creator(env)
-    if creator is None:
-        raise ConfigError(f"environment '{env}' is not a multi-agent environment: multi-agent training "
-                          f"needs a MultiAgentEnv (for copies of one Gymnasium environment: "
-                          f"register_env('{env}', make_multi_agent('{env}')))")
-    render = {"render_mode": render_mode} if render_mode is not None and _takes_render_mode(creator) else {}
-    try:
-        made = creator(copy.copy(env_config), **render)  # an EnvContext stays one
-    except VolleyError:
-        raise
-    except Exception as exc:  # the user's creator: name it, keep the cause for Python users
-        raise EnvError(f"the creator of environment '{env}' failed with env_config {shown(env_config)}: "
-                       f"{type(exc).__name__}: {exc}") from exc
-    if not is_multi_agent_env(made):
-        raise ConfigError(f"environment '{env}' is not a multi-agent environment: its creator returned "
-                          f"{type(made).__name__} {shown(made)}{_wrapping_hint(made)}")
-    return made
-
-
-def _takes_render_mode(creator: Callable[..., Any]) -> bool:
-    """Whether ``creator`` is an environment class whose ``__init__`` takes ``render_mode``."""
-    return isinstance(creator, type) and "render_mode" in inspect.signature(creator).parameters
-
-
-def _wrapping_hint(made: Any) -> str:
-    """What wraps a PettingZoo environment (given unwrapped, a common slip), else nothing."""
-    if _has_base_class(type(made), ("AECEnv",), _PETTINGZOO_BASES):
-        return "; a PettingZoo AEC environment enters wrapped: PettingZooEnv(env)"
-    if _has_base_class(type(made), ("ParallelEnv",), _PETTINGZOO_BASES):
-        return "; a PettingZoo parallel environment enters wrapped: ParallelPettingZooEnv(env)"
-    return ""
-
-
-def possible_agent_ids(env: Any) -> list[Any]:
-    """Every agent id ``env`` declares: its own ``get_agent_ids()`` where it overrides RLlib's,
-    else ``_agent_ids`` (RLlib's old API), else ``possible_agents`` (its new one); [] if none.
-    A set comes sorted (where its ids compare), so every process lists the agents alike."""
-    override = _overridden(env, "get_agent_ids")
-    ids = override() if override is not None else (getattr(env, "_agent_ids", None)
-                                                    or getattr(env, "possible_agents", None) or [])
-    if isinstance(ids, list | tuple):
-        return list(ids)
-    try:
-        return sorted(ids)
-    except TypeError:  # ids of mixed types
-        return sorted(ids, key=repr)
-
-
-def agent_spaces(env: Any, agent_id: Any) -> tuple[gym.Space, gym.Space]:
-    """Agent ``agent_id``'s observation and action spaces in ``env`` (see :func:`agent_space`)."""
-    return agent_space(env, "observation", agent_id), agent_space(env, "action", agent_id)
-
-
-def agent_space(env: Any, kind: SpaceKind, agent_id: Any) -> gym.Space:
-    """Agent ``agent_id``'s ``kind`` ("observation" or "action") space, from the first of:
-    ``get_<kind>_space(agent_id)`` where the environment's class defines its own (RLlib's new
-    API); the ``<kind>_spaces`` dict; a ``<kind>_space`` that is a Dict keyed by agent id (RLlib's
-    "preferred format"); the one ``<kind>_space`` of every agent. An EnvError names the agent and
-    the environment's class when it has none."""
-    override = _overridden(env, f"get_{kind}_space")
-    if override is None:
-        return _declared_space(env, kind, agent_id)
-    try:
-        space = override(agent_id)
-    except (KeyError, IndexError) as exc:
-        raise EnvError(f"agent {agent_id!r} has no {kind} space in {type(env).__name__}: its "
-                       f"get_{kind}_space({agent_id!r}) raised {type(exc).__name__}: {exc}") from None
-    if not isinstance(space, gym.Space):
-        raise EnvError(f"agent {agent_id!r} has no {kind} space in {type(env).__name__}: its "
-                       f"get_{kind}_space({agent_id!r}) returned {shown(space)}")
-    return space
-
-
-def _declared_space(env: Any, kind: SpaceKind, agent_id: Any) -> gym.Space:
-    """:func:`agent_space` from the environment's attributes (every form but the override)."""
-    per_agent = getattr(env, f"{kind}_spaces", None)
-    space = getattr(env, f"{kind}_space", None)
-    if per_agent is not None:
-        found, where = per_agent.get(agent_id), f"{kind}_spaces holds agents {list(per_agent)!r}"
-    elif isinstance(space, gym.spaces.Dict) and _keyed_by_agent(env, kind, space, agent_id):
-        found, where = space.spaces.get(agent_id), f"{kind}_space is a Dict of agents {list(space.spaces)!r}"
-    else:
-        found, where = space, f"{kind}_space is {shown(space)}"
-    if not isinstance(found, gym.Space):
-        raise EnvError(f"agent {agent_id!r} has no {kind} space in {type(env).__name__}: {where}")
-    return found
-
-
-def _keyed_by_agent(env: Any, kind: SpaceKind, space: gym.spaces.Dict, agent_id: Any) -> bool:
-    """Whether ``space`` is a Dict keyed by agent id rather than one Dict space of every agent.
-
-    RLlib's scripts may say so (``_obs_space_in_preferred_format``); else a Dict whose keys hold
-    every declared agent, or, where none is declared, ``agent_id``, is keyed by agent.
-    """
-    said = getattr(env, "_obs_space_in_preferred_format" if kind == "observation"
-                   else "_action_space_in_preferred_format", None)
-    if said is not None:
-        return bool(said)
-    declared = possible_agent_ids(env)
-    return set(declared or [agent_id]) <= set(space.spaces)
-
-
-def _overridden(env: Any, method: str) -> Callable[..., Any] | None:
-    """``env``'s ``method`` where its class defines one of its own, not RLlib's or volley's base one."""
-    for cls in type(env).__mro__:
-        if method in vars(cls):
-            return None if cls.__name__ == "MultiAgentEnv" else getattr(env, method)
-    return None
-
-
-_FIELDS = {"reset": ("observations", "infos"),
-           "step": ("observations", "rewards", "terminateds", "truncateds", "infos")}
-
-
-def checked_output(env: Any, method: Literal["reset", "step"], output: Any,
-                   known_agents: Container[Any] | None = frozenset()) -> tuple[dict[Any, Any], ...]:
-    """``output`` of ``env.reset()`` or ``env.step()``, after checking that it is what a multi-agent
-    environment returns: a tuple of dicts keyed by agent id; ``terminateds`` and ``truncateds``
-    with ``"__all__"``; an observation for at least one agent while the episode goes on (or no
-    agent could act); a space for each agent that observes (looked up for agents not in
-    ``known_agents``: a worker passes those whose spaces it holds, None when it holds every
-    agent's). Otherwise one line of EnvError that names the environment's class and the value."""
-    fields = _FIELDS[method]
-    where = f"{type(env).__name__}.{method}()"
-    if not isinstance(output, tuple | list) or len(output) != len(fields):
-        raise EnvError(f"{where} returned {shown(output)}: a multi-agent environment returns "
-                       f"({', '.join(fields)}), each a dict keyed by agent id")
-    for field, value in zip(fields, output, strict=True):
-        if not isinstance(value, dict):
-            raise EnvError(f"{where} returned {field} {shown(value)}, not a dict keyed by agent id")
-    obs = output[0]
-    ended = False
-    if method == "step":
-        for field, flags in zip(fields[2:4], output[2:4], strict=True):
-            if "__all__" not in flags:
-                raise EnvError(f"{where} returned {field} {shown(flags)} without '__all__' (whether the "
-                               "episode has ended for every agent)")
-        ended = bool(output[2]["__all__"] or output[3]["__all__"])
-    if not obs and not ended:
-        raise EnvError(f"{where} returned no observation ({shown(tuple(output))}) and the episode goes on: "
-                       "no agent could act next")
-    unknown = [] if known_agents is None else [agent for agent in obs if agent not in known_agents]
-    for agent in unknown:
-        try:
-            agent_space(env, "observation", agent)
-        except EnvError as exc:
-            raise EnvError(f"{where} returned an observation for agent {agent!r}, but {exc}") from None
-    return tuple(output)
 
 
 # RLlib's example environment, under the name RLlib's examples register it by: ``volley train --env

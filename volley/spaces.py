@@ -6,7 +6,7 @@ Every action space volley's policies take is a product of *leaves*: ``Discrete``
 spaces as RLlib's nested action spaces are. A leaf is one or more categoricals (a
 ``Discrete``; each element of a ``MultiDiscrete``, ``MultiBinary`` or integer ``Box``) or a
 block of Gaussian values (a float ``Box``). A composite action's log-probability is the sum of
-its parts', and its entropy and KL likewise (:mod:`volley.distributions`, and the numpy heads
+its parts', and its entropy and KL likewise (:mod:`volley.action_dists`, and the numpy heads
 of :mod:`volley.heads`).
 
 Actions in batches (the flat layout), ``B`` rows:

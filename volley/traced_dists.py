@@ -34,7 +34,8 @@ import torch
 from volley.distributions import custom_head, flat_actions
 from volley.heads import Head, RandomStreams
 from volley.spaces import ActionLayout
-from volley.traced import NotTraceable, NumpyProgram, checked_trace, say_once, weights_of
+from volley.traced import NumpyProgram, checked_trace, say_once, weights_of
+from volley.traced_ops import NotTraceable
 
 NO_SHAPE = torch.Size()  # sample()'s default: one draw per row
 Asked = list[tuple[str, tuple[int, ...]]]  # the noise a sample() takes: kind ("gumbel", "normal"), shape

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from volley.envs import guarded_envs
 from volley.errors import ConfigError, shown
+from volley.guarded_env import guarded_envs
 from volley.rollout.multi_agent import MultiAgentRolloutWorker
 from volley.rollout.worker import RolloutWorker
 

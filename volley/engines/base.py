@@ -31,7 +31,7 @@ from volley.rollout.worker import Postprocess, RolloutWorker, SampleResult
 if TYPE_CHECKING:  # a Ray worker unpickles this module's recipe: it imports torch only if it uses it
     import torch
 
-    from volley.models import Policy
+    from volley.torch_networks.policy import Policy
 
 
 class Replica(Protocol):

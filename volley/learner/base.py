@@ -22,19 +22,20 @@ from typing import Any, ClassVar, Literal, Self
 import numpy as np
 import torch
 
-from volley.callbacks import EpisodeMetrics, Hooks, LearnerMetrics
+from volley.callbacks import Hooks
 from volley.catalog import build_network
 from volley.config import AlgorithmConfig
+from volley.custom_metrics import EpisodeMetrics, LearnerMetrics
 from volley.engines import WorkerGroup, as_placed, make_worker_group
 from volley.envs import EnvCreator, check_env_id, registered_creator
 from volley.errors import ConfigError
-from volley.models import Policy
-from volley.modelv2 import adds_custom_loss
 from volley.network_spec import NetworkSpec
 from volley.optim import Optimizer
 from volley.policies import PolicySetup
 from volley.rollout.filters import RunningStats, make_filter
 from volley.rollout.worker import RolloutWorker
+from volley.torch_networks.custom_model import adds_custom_loss
+from volley.torch_networks.policy import Policy
 
 EVAL_SEED_OFFSET = 1_000_000  # evaluation environments never replay training seeds
 
@@ -61,7 +62,7 @@ class LearnerBase(ABC):
     # True where every update goes through reduce_gradients(), so MPI allreduce mode works
     config_class: ClassVar[type[AlgorithmConfig]]  # each algorithm's own
     averages_gradients: ClassVar[bool] = False
-    # True where the loss adds a custom model's custom_loss() (volley.modelv2.with_custom_loss)
+    # True where the loss adds a custom model's custom_loss() (volley.torch_networks.custom_model.with_custom_loss)
     adds_custom_loss: ClassVar[bool] = False
     # how a multi-agent run (volley.learner.multi_agent) feeds each policy's learner of the algorithm:
     # "sample", its part of each synchronous sample of the run's workers; "stream", its part of each train

@@ -27,8 +27,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from volley.callbacks import EpisodeRecord, result_of
+from volley.custom_metrics import result_of
 from volley.envs import SingleEnv
+from volley.episode import EpisodeRecord
 from volley.errors import ConfigError, shown
 from volley.learner.sampling import Sampling
 from volley.named import find_function

@@ -14,10 +14,10 @@ from volley.acting import zero_actions
 from volley.envs import env_actions
 from volley.errors import ConfigError, VolleyError
 from volley.learner.base import EVAL_SEED_OFFSET, LearnerBase
-from volley.models import Policy
 from volley.rllib_results import DEFAULT_POLICY
 from volley.rollout.streams import EnvStreams
 from volley.spaces import action_layout
+from volley.torch_networks.policy import Policy
 
 
 class Inference(LearnerBase):

@@ -43,7 +43,6 @@ from volley.envs import EnvCreator, registered_creator
 from volley.errors import ConfigError
 from volley.learner.base import EVAL_SEED_OFFSET
 from volley.learner.loop import Learner
-from volley.models import Policy as Network
 from volley.multi_agent_env import is_multi_agent_env
 from volley.named import env_name
 from volley.policies import PolicyEntry, PolicyMap, PolicySetup
@@ -55,6 +54,7 @@ from volley.rollout.filters import FilterStats
 from volley.rollout.fragments import Filters, TrainBatch, Version, Weights
 from volley.rollout.multi_agent import MultiAgentRolloutWorker, MultiAgentSample
 from volley.rollout.worker import SampleResult
+from volley.torch_networks.policy import Policy as Network
 
 _PROBED: dict[Any, bool] = {}  # creator function -> whether it makes multi-agent environments
 

@@ -12,11 +12,11 @@ import torch
 
 from volley.config import AlgorithmConfig
 from volley.learner.base import LearnerBase
-from volley.models import ActorCriticPolicy
 from volley.rollout.batch import Batch
 from volley.rollout.filters import FilterStats
 from volley.rollout.sequences import Sequences
 from volley.rollout.worker import SampleResult
+from volley.torch_networks.policy import ActorCriticPolicy
 
 
 class Sampling(LearnerBase):

@@ -1,5 +1,5 @@
 """volley's MLP actor-critic (PPO, PG, TRPO, IMPALA, APPO): the layout of its flat weights and its
-numpy twin. Its torch network is :class:`volley.models.ActorCritic`, which
+numpy twin. Its torch network is :class:`volley.torch_networks.actor_critic.ActorCritic`, which
 ``tests/unit/test_network_twins.py`` holds equal to this twin."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """volley's actor-critic with an LSTM on each body (``use_lstm``): the layout of its flat weights
 and its numpy twin, one LSTM step per call. Its torch network is
-:class:`volley.recurrent.LSTMActorCritic`."""
+:class:`volley.torch_networks.lstm.LSTMActorCritic`."""
 
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ class NumpyLSTM:
 def lstm_actor_critic_twin(weights: Mapping[str, np.ndarray], activation: str, action_space: gym.Space,
                            mask: ObsMask | None = None, prev_action: bool = False,
                            prev_reward: bool = False) -> Twin:
-    """How an MLP actor-critic with an LSTM on its body (``volley.recurrent``) acts: as
+    """How an MLP actor-critic with an LSTM on its body (``volley.torch_networks.lstm``) acts: as
     :func:`actor_critic_twin` (``mask`` too), one LSTM step per call from the environments' state
     ``[h, c]`` (each ``[N, cell]``, or ``[N, 2, cell]`` with the value function's own LSTM: the two
     towers stacked, so each layer of both is one numpy call), the LSTM also reading the previous

@@ -121,7 +121,7 @@ def _padded(layer: tuple[np.ndarray, np.ndarray], width: int) -> tuple[np.ndarra
 
 
 # A recurrent network's state for a batch of environments: one array [B, ...] per tensor of its
-# state; [] for a feed-forward network. See volley.models.Policy.
+# state; [] for a feed-forward network. See volley.torch_networks.policy.Policy.
 State = list[np.ndarray]
 # What a recurrent network with lstm_use_prev_action / lstm_use_prev_reward also reads: each
 # environment's previous action [B, ...] and reward [B] (zeros at an episode start); None elsewhere

@@ -1,5 +1,5 @@
 """volley's MLP Q-network (DQN, Ape-X; dueling, and with head layers): the layout of its flat
-weights and its numpy twin. Its torch network is :class:`volley.models.QNetwork`."""
+weights and its numpy twin. Its torch network is :class:`volley.torch_networks.q_network.QNetwork`."""
 
 from __future__ import annotations
 

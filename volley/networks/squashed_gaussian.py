@@ -1,5 +1,5 @@
 """SAC's squashed-Gaussian policy: the layout of its flat weights and its numpy twin. Its torch
-network is :class:`volley.models.SquashedGaussianActor`."""
+network is :class:`volley.torch_networks.squashed_gaussian.SquashedGaussianActor`."""
 
 from __future__ import annotations
 

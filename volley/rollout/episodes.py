@@ -20,22 +20,14 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 import gymnasium as gym
 import numpy as np
 
-from volley.callbacks import (
-    AGENT_ID,
-    EPISODE_HOOKS,
-    POLICY_ID,
-    EnvContext,
-    Episode,
-    EpisodeRecord,
-    Hooks,
-    Policies,
-)
+from volley.callbacks import EPISODE_HOOKS, EnvContext, Hooks
 from volley.config import AlgorithmConfig
-from volley.envs import ERROR_INFO, GuardedVectorEnv, guarded_envs
+from volley.episode import AGENT_ID, POLICY_ID, Episode, EpisodeRecord, Policies
+from volley.guarded_env import ERROR_INFO, GuardedVectorEnv, guarded_envs
 from volley.rollout.batch import Batch
 
 if TYPE_CHECKING:
-    from volley.models import Policy
+    from volley.torch_networks.policy import Policy
 
 
 class EnvHost(Protocol):

@@ -26,9 +26,10 @@ import gymnasium as gym
 import numpy as np
 
 from volley.acting import zero_actions
-from volley.callbacks import DefaultCallbacks, EnvContext, EpisodeRecord, Hooks
+from volley.callbacks import DefaultCallbacks, EnvContext, Hooks
 from volley.config import AlgorithmConfig, RolloutPlan
 from volley.envs import EnvCreator, env_actions
+from volley.episode import EpisodeRecord
 from volley.errors import ConfigError, EnvError, shown
 from volley.multi_agent_env import (
     agent_spaces,

@@ -17,8 +17,8 @@ from volley.rollout.agents import Transition
 from volley.rollout.filters import FilterStats, make_filter
 
 if TYPE_CHECKING:
-    from volley.models import Policy as TorchPolicy
     from volley.rllib_policies import Policy
+    from volley.torch_networks.policy import Policy as TorchPolicy
 
 
 # spaces whose observations are single arrays: a batch of them is their stack, in the space's dtype

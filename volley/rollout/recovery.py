@@ -5,7 +5,7 @@ reward, fails alone (``env_errors="recreate"``): it is recreated and reset, its
 unfinished episode is dropped from the fragment and from the episode statistics (the
 part of it sampled in an earlier fragment was sent already; it ended there with a
 bootstrapped cut, as any fragment does), and ``num_env_errors`` counts it. Volley's own
-vectors say which index failed (:class:`~volley.envs.GuardedEnv`); a native vector env
+vectors say which index failed (:class:`~volley.guarded_env.GuardedEnv`); a native vector env
 (CartPole's, ALE's) cannot, so the whole vector is recreated and every unfinished
 episode of the worker is dropped. With ``env_errors="raise"`` the worker raises an
 EnvError naming the environment id, the worker, the env index and the cause.
@@ -20,8 +20,9 @@ import numpy as np
 
 from volley.callbacks import Hooks
 from volley.config import AlgorithmConfig
-from volley.envs import ERROR_INFO, guarded_envs, recreated_seed, reset_seeded
+from volley.envs import reset_seeded
 from volley.errors import EnvError
+from volley.guarded_env import ERROR_INFO, guarded_envs, recreated_seed
 from volley.observations import ObsPreprocessor
 from volley.rollout.episodes import EpisodeTracker, sub_environments_created
 

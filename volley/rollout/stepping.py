@@ -14,8 +14,8 @@ from collections.abc import Callable
 import gymnasium as gym
 import numpy as np
 
-from volley.callbacks import EpisodeRecord
 from volley.envs import env_actions, reset_seeded
+from volley.episode import EpisodeRecord
 from volley.errors import EnvError, VolleyError
 from volley.networks.numpy_layers import Acting, Previous, State
 from volley.rollout.filters import MeanStdFilter, NoFilter, RewardNormalizer

@@ -20,9 +20,10 @@ import gymnasium as gym
 import numpy as np
 
 from volley.acting import NumpyActor, load_flat_weights, zero_actions
-from volley.callbacks import EPISODE_HOOKS, DefaultCallbacks, EnvContext, EpisodeRecord, Hooks
+from volley.callbacks import EPISODE_HOOKS, DefaultCallbacks, EnvContext, Hooks
 from volley.config import AlgorithmConfig, RolloutPlan
 from volley.envs import EnvCreator, check_normalizable, make_vector_env
+from volley.episode import EpisodeRecord
 from volley.network_spec import NetworkSpec
 from volley.networks.numpy_layers import Acting, Previous, State
 from volley.rollout.advantages import bootstrap_ends
@@ -35,7 +36,7 @@ from volley.rollout.streams import EnvStreams
 from volley.spaces import action_layout
 
 if TYPE_CHECKING:
-    from volley.models import Policy
+    from volley.torch_networks.policy import Policy
 
 Postprocess = Callable[[dict[str, np.ndarray], AlgorithmConfig], dict[str, np.ndarray]]
 

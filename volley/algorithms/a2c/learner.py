@@ -14,10 +14,10 @@ import torch
 from volley.algorithm import Algorithm
 from volley.algorithms.a2c.config import A2CConfig
 from volley.algorithms.a2c.loss import a2c_loss
-from volley.modelv2 import model_metrics, with_custom_loss
 from volley.optim import RMSprop
 from volley.rollout.advantages import explained_variance, gae_columns
 from volley.rollout.batch import Batch
+from volley.torch_networks.custom_model import model_metrics, with_custom_loss
 
 
 class A2C(Algorithm):

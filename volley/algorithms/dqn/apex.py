@@ -22,8 +22,9 @@ from volley.algorithms.dqn.config import ApexDQNConfig, DQNConfig
 from volley.algorithms.dqn.learner import DQN, exploration_epsilon, q_and_targets
 from volley.config import AlgorithmConfig
 from volley.engines.base import Explore, Priorities
-from volley.models import Policy, QNetwork
 from volley.rollout.batch import Batch
+from volley.torch_networks.policy import Policy
+from volley.torch_networks.q_network import QNetwork
 
 # Settings with which two acting workers and one shard reach 475 on CartPole-v1 (the learning
 # test, the example and the benchmark use them): ``ApexDQNConfig().training(**CARTPOLE)``.

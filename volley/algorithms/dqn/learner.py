@@ -27,10 +27,10 @@ import torch
 from volley.algorithm import Algorithm
 from volley.algorithms.dqn.config import DQNConfig
 from volley.algorithms.dqn.loss import bootstrapped_targets, dqn_loss
-from volley.models import QNetwork
 from volley.optim import Adam
 from volley.replay import PrioritizedReplayBuffer, make_replay_buffer, n_step_columns
 from volley.rollout.batch import Batch
+from volley.torch_networks.q_network import QNetwork
 
 
 def exploration_epsilon(config: DQNConfig, timestep: int) -> float:

@@ -26,12 +26,12 @@ from typing import Any
 
 import torch
 
+from volley.action_dists import Distribution
 from volley.algorithms.impala import learner as impala
 from volley.algorithms.impala.config import APPOConfig
 from volley.algorithms.impala.learner import IMPALA, PolicyTerms
 from volley.algorithms.impala.loss import appo_surrogate
 from volley.algorithms.ppo.loss import adapt_kl_coeff
-from volley.models import Distribution
 
 TARGET_PREFIX = "target."  # checkpoint tensors of the target network
 

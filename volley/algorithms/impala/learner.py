@@ -41,18 +41,19 @@ from typing import Any
 import numpy as np
 import torch
 
+from volley.action_dists import Distribution
 from volley.algorithm import Algorithm
 from volley.algorithms.impala.config import IMPALAConfig
 from volley.algorithms.impala.loss import vtrace_policy_loss, vtrace_value_loss
 from volley.engines import StreamingWorkerGroup, StreamSpec, WorkerGroup, make_streaming_group
 from volley.envs import EnvCreator
 from volley.errors import ConfigError
-from volley.models import ActorCritic, Distribution
 from volley.optim import Adam, Optimizer, RMSprop
 from volley.policies import PolicySetup
 from volley.rollout.advantages import explained_variance, vtrace_columns, vtrace_targets
 from volley.rollout.batch import Batch
 from volley.rollout.fragments import TrainBatch
+from volley.torch_networks.actor_critic import ActorCritic
 
 # Settings with which two Ray workers of 8 environments reach 475 on CartPole-v1 (the learning test,
 # the benchmark and docs use them): ``IMPALAConfig().update(**CARTPOLE)``; APPO's are in appo.py.

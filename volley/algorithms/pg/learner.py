@@ -29,12 +29,12 @@ from volley.algorithms.pg.config import PGConfig
 from volley.algorithms.pg.loss import reinforce_loss
 from volley.config import AlgorithmConfig
 from volley.errors import ConfigError
-from volley.models import ActorCriticPolicy
-from volley.modelv2 import adds_custom_loss, model_metrics, with_custom_loss
 from volley.optim import RMSprop
 from volley.rollout.advantages import returns_columns
 from volley.rollout.batch import Batch
 from volley.rollout.sequences import Sequences
+from volley.torch_networks.custom_model import adds_custom_loss, model_metrics, with_custom_loss
+from volley.torch_networks.policy import ActorCriticPolicy
 
 Pieces = tuple[np.ndarray, np.ndarray | None, np.ndarray]
 

@@ -18,10 +18,10 @@ from volley.algorithm import Algorithm
 from volley.algorithms.ppo.config import PPOConfig
 from volley.algorithms.ppo.loss import adapt_kl_coeff, ppo_loss
 from volley.errors import ConfigError
-from volley.modelv2 import model_metrics, with_custom_loss
 from volley.optim import Adam
 from volley.rollout.advantages import explained_variance, gae_columns
 from volley.rollout.batch import Batch
+from volley.torch_networks.custom_model import model_metrics, with_custom_loss
 
 
 class PPO(Algorithm):

@@ -25,8 +25,8 @@ from volley.algorithms.dqn.learner import DQN
 from volley.algorithms.r2d2.config import R2D2Config
 from volley.algorithms.r2d2.loss import r2d2_loss, sequence_priorities, sequence_targets
 from volley.config import AlgorithmConfig
-from volley.recurrent import LSTMQNetwork
 from volley.rollout.batch import SEQ_LENS, STATE_IN, Batch
+from volley.torch_networks.lstm import LSTMQNetwork
 
 
 def r2d2_columns(columns: dict[str, np.ndarray], config: AlgorithmConfig) -> dict[str, np.ndarray]:

@@ -42,10 +42,10 @@ from volley.algorithms.apex import ApexLearner
 from volley.algorithms.sac.config import ApexSACConfig, SACConfig
 from volley.algorithms.sac.loss import sac_losses
 from volley.checkpoint import replay_shards, replay_tensors
-from volley.models import SquashedGaussianActor, StackedQ
 from volley.optim import Adam, Optimizer
 from volley.replay import PrioritizedReplayBuffer, make_replay_buffer, n_step_columns
 from volley.rollout.batch import Batch
+from volley.torch_networks.squashed_gaussian import SquashedGaussianActor, StackedQ
 
 STATS = ("critic_loss", "actor_loss", "alpha_loss", "alpha", "entropy", "q_mean")
 

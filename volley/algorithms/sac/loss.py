@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 import torch
 
-from volley.models import SquashedGaussianActor, StackedQ
+from volley.torch_networks.squashed_gaussian import SquashedGaussianActor, StackedQ
 
 
 @torch.no_grad()

@@ -21,14 +21,15 @@ import math
 import numpy as np
 import torch
 
+from volley.action_dists import Distribution
 from volley.algorithm import Algorithm
 from volley.algorithms.trpo.config import TRPOConfig
 from volley.algorithms.trpo.loss import trpo_surrogate
 from volley.errors import ConfigError
-from volley.models import ActorCriticPolicy, Distribution
 from volley.optim import Adam, Optimizer
 from volley.rollout.advantages import explained_variance, gae_columns
 from volley.rollout.batch import Batch
+from volley.torch_networks.policy import ActorCriticPolicy
 from volley.trust_region import (
     backtracking_line_search,
     conjugate_gradient,
