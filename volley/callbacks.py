@@ -122,7 +122,7 @@ RLlibCallback = DefaultCallbacks  # RLlib's newer name of the same class
 
 def make_multi_callbacks(callback_class_list: Sequence[type[DefaultCallbacks]]) -> type[DefaultCallbacks]:
     """One callbacks class that runs each of ``callback_class_list``'s hooks, in list order."""
-    classes = [_checked_class(cls) for cls in callback_class_list]
+    classes = [_checked_class(cls, callback_class_list) for cls in callback_class_list]
 
     class MultiCallbacks(DefaultCallbacks):
         callback_classes = classes
@@ -157,11 +157,13 @@ def is_callbacks_class(value: Any) -> bool:
     return isinstance(value, type) and (issubclass(value, DefaultCallbacks) or has_methods(value, PROTOCOL))
 
 
-def _checked_class(value: Any) -> type[DefaultCallbacks]:
+def _checked_class(value: Any, within: Any = None) -> type[DefaultCallbacks]:
+    """``value`` if it is a callbacks class; else the error names it and the list it came in."""
     if is_callbacks_class(value):
         return value
+    where = "" if within is None else f" in {shown(within)}"
     raise ConfigError(f"config key 'callbacks_class' takes a subclass of DefaultCallbacks (volley's or RLlib's: "
-                      f"a class with the hooks {', '.join(PROTOCOL)}), or a list of them; got {shown(value)}")
+                      f"a class with the hooks {', '.join(PROTOCOL)}), or a list of them; got {shown(value)}{where}")
 
 
 def parts_of(callbacks: Any) -> list[Any]:
@@ -190,7 +192,7 @@ def callbacks_name(value: Any) -> str | list[str]:
     """What a config keeps for ``callbacks_class``: ``"module:QualName"``, or a list of names for a
     list of classes or a :func:`make_multi_callbacks` class (so each is found again alone)."""
     if isinstance(value, (list, tuple)):
-        return [str(callbacks_name(cls)) for cls in value]
+        return [str(callbacks_name(_checked_class(cls, value))) for cls in value]
     cls = _checked_class(value)
     if "callback_classes" in vars(cls):  # make_multi_callbacks's: a name per class it combines
         return callbacks_name(vars(cls)["callback_classes"])

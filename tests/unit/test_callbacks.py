@@ -401,3 +401,8 @@ def test_impala_trajectories_end_on_the_bootstrap_row_of_a_truncated_episode():
         algo.train()
         hooks = algo.workers.workers[0].hooks.callbacks
         assert hooks.ended > 5 and not hooks.errors
+
+
+def test_a_list_of_callbacks_classes_with_a_bad_element_is_named_whole():
+    with pytest.raises(ConfigError, match=r"got 1 in \(1, 2\)$"):
+        PPOConfig().update(callbacks_class=(1, 2))

@@ -46,7 +46,8 @@ def test_truncation_bootstraps_with_the_value_of_the_final_observation():
         v_final = w.policy(torch.tensor([[3.0]]))[1].item()  # the final observation is [3]
     truncated = batch["truncated"]
     assert truncated.sum() == 4  # two episodes of 3 steps per env in 7 steps (one is a reset step)
-    np.testing.assert_allclose(batch["next_values"][truncated], v_final, rtol=1e-6)
+    # the worker acts with the numpy twin, the check with torch: float32 sums in another order
+    np.testing.assert_allclose(batch["next_values"][truncated], v_final, rtol=1e-5, atol=1e-6)
     assert not batch["terminated"].any()
     # 7 steps per env, one of them the reset step after the first episode: 6 valid steps each
     assert len(batch) == 12 and result.env_steps == 12
