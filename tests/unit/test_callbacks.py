@@ -117,13 +117,23 @@ def test_custom_metrics_are_the_means_computed_by_hand_from_the_episodes():
     assert result["env_runners"]["hist_stats"]["t"] == result["hist_stats"]["t"]
 
 
-def test_the_window_is_episode_reward_means_own():
+def test_the_window_is_episode_reward_means_own_and_rllibs():
+    """RLlib's Algorithm._compile_iteration_results: an iteration of at least
+    metrics_num_episodes_for_smoothing episodes is summarised whole (not its last 7); a shorter one
+    is topped up with the latest episodes of earlier iterations, oldest first."""
     with counting(metrics_num_episodes_for_smoothing=7).build() as algo:
         for _ in range(2):
             result = algo.train()
-    assert len(result["hist_stats"]["episode_lengths"]) == 7
+    assert result["episodes_this_iter"] > 7
+    assert result["hist_stats"]["episode_lengths"] == result["episode_lengths_this_iter"]
     lengths = np.array(result["hist_stats"]["episode_lengths"])
     assert result["custom_metrics"]["last_t_mean"] == pytest.approx(lengths.mean()) == result["episode_len_mean"]
+    assert result["episode_reward_mean"] == pytest.approx(np.mean(result["episode_returns_this_iter"]))
+    with counting(metrics_num_episodes_for_smoothing=10_000).build() as algo:
+        first, second = algo.train(), algo.train()
+    both = first["episode_lengths_this_iter"] + second["episode_lengths_this_iter"]
+    assert second["hist_stats"]["episode_lengths"] == both
+    assert second["custom_metrics"]["last_t_mean"] == pytest.approx(np.mean(both))
 
 
 def test_evaluation_reports_its_own_episodes_custom_metrics():

@@ -175,7 +175,8 @@ class ConfigFields:
         "after the iteration's training step either way (the same result keys; the time is not overlapped)")
 
     metrics_num_episodes_for_smoothing: int = option(
-        100, "reporting", "episodes averaged in episode_reward_mean (and in custom_metrics)")
+        100, "reporting", "episodes averaged in episode_reward_mean (and in custom_metrics): the latest this "
+        "many, or all of the iteration's where it has more (RLlib's rule)")
     keep_per_episode_custom_metrics: bool = option(
         False, "reporting", "custom_metrics holds each key's per-episode values instead of their "
         "_mean, _min and _max")

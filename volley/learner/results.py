@@ -25,7 +25,14 @@ class Results(LearnerBase):
         self.timesteps_total += self._steps_this_iter
         self.episodes_total += len(self._returns_this_iter)
         self.time_total_s += took
-        returns = np.asarray(self._recent_returns) if self._recent_returns else np.array([math.nan])
+        # RLlib's episodes for the statistics (Algorithm._compile_iteration_results): all of this
+        # iteration's when there are metrics_num_episodes_for_smoothing or more, else that many of the
+        # latest, topped up from earlier iterations. Not always the last 100: with many short episodes
+        # an iteration's mean counts each of them (curriculum_learning's env_task_fn reads it).
+        whole = len(self._returns_this_iter) >= self.config.metrics_num_episodes_for_smoothing
+        recent_returns = self._returns_this_iter if whole else list(self._recent_returns)
+        recent_lengths = self._lengths_this_iter if whole else list(self._recent_lengths)
+        returns = np.asarray(recent_returns) if recent_returns else np.array([math.nan])
         result = {
             "training_iteration": self.iteration,
             "seed": self.config.seed,
@@ -36,7 +43,7 @@ class Results(LearnerBase):
             "episode_reward_mean": float(returns.mean()),
             "episode_reward_min": float(returns.min()),
             "episode_reward_max": float(returns.max()),
-            "episode_len_mean": float(np.mean(self._recent_lengths)) if self._recent_lengths else math.nan,
+            "episode_len_mean": float(np.mean(recent_lengths)) if recent_lengths else math.nan,
             "episode_returns_this_iter": self._returns_this_iter,
             "episode_lengths_this_iter": self._lengths_this_iter,
             "time_this_iter_s": took,
@@ -48,7 +55,7 @@ class Results(LearnerBase):
             "num_worker_restarts": self.workers.num_restarts,
             "num_env_errors": self.num_env_errors,
             "num_skipped_updates": self.num_skipped_updates,
-            **self._episode_metrics.result(self._recent_returns, self._recent_lengths),
+            **self._episode_metrics.result(recent_returns, recent_lengths),
             **stats,
         }
         if self._learner_metrics.dicts:
