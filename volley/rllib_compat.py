@@ -229,8 +229,7 @@ RLLIB_KEYS: list[RLlibKey] = [
     same("log_level", "debugging", example="ERROR"),
     accepted("log_sys_usage", ("debugging",), "volley reports env_steps_per_s, sample_time_s and "
              "learn_time_s in every result", example=False),
-    refused("logger_config", ("debugging",), "volley writes progress.jsonl and TensorBoard events itself "
-            "(volley train, or volley.run.train_until in Python)", allowed=(None,), example={"type": "x"}),
+    same("logger_config", "debugging", example={"type": "ray.tune.logger.NoopLogger"}),
     refused("fake_sampler", ("debugging",), "volley always samples its environments"),
     # reporting()
     same("metrics_num_episodes_for_smoothing", "reporting", example=20),

@@ -136,3 +136,45 @@ def test_rllib_29s_module_spec_is_ignored_with_a_warning_as_its_old_stack_does()
     with pytest.raises(ConfigError, match=r"^RLlib's rl_module_spec=RLModuleSpec\(module_class=None\) is not "
                                           r"supported by volley: volley builds its networks from model"):
         PPOConfig().rl_module(rl_module_spec=RLModuleSpec())
+
+
+class PrintLogger:
+    """custom_logger.py's MyPrintLogger, on RLlib 2.9's ``ray.tune.logger.Logger`` protocol (Ray 2.60,
+    installed, removed that base class: the protocol counts)."""
+
+    def __init__(self, config, logdir, trial=None):
+        self.config, self.logdir, self.calls = config, logdir, []
+        LOGGERS.append(self)
+
+    def on_result(self, result):
+        self.calls.append(("result", result["training_iteration"]))
+
+    def flush(self):
+        self.calls.append(("flush",))
+
+    def close(self):
+        self.calls.append(("close",))
+
+
+LOGGERS: list[PrintLogger] = []
+
+
+@pytest.mark.parametrize("kind", [PrintLogger, f"{__name__}.PrintLogger"])
+def test_logger_config_builds_rllibs_logger_and_gives_it_every_result(kind, tmp_path):
+    """custom_logger.py: ``.debugging(logger_config={"type": MyPrintLogger, "prefix": "ABC"})``; RLlib 2.9's
+    Algorithm builds ``type(rest of logger_config, logdir=...)``, the class or its dotted path."""
+    LOGGERS.clear()
+    config = (PPOConfig().environment("CartPole-v1").rollouts(num_rollout_workers=0)
+              .training(train_batch_size=64, minibatch_size=32)
+              .debugging(logger_config={"type": kind, "prefix": "ABC"}))
+    with config.build() as algo:
+        algo.results_dir = tmp_path / "run"
+        algo.train()
+        algo.train()
+    (logger,) = LOGGERS
+    assert (logger.config, logger.logdir) == ({"prefix": "ABC"}, str(tmp_path / "run"))
+    assert logger.calls == [("result", 1), ("result", 2), ("flush",), ("close",)]
+    unknown = config.debugging(logger_config={"type": "no_such_module.Logger"})
+    with unknown.build() as algo, pytest.raises(ConfigError, match=r"^logger_config type 'no_such_module.Logger' "
+                                                                   r"is not a class volley can import"):
+        algo.train()

@@ -137,6 +137,11 @@ class ConfigFields:
     seed: int = option(
         0, "debugging", "seed of weights, sampling and environment i (seeded seed+i); None (RLlib's "
         "default) draws a random one, kept in the config, every result and checkpoints, so the run repeats")
+    logger_config: dict | None = option(
+        None, "debugging", "RLlib's result logger: {'type': a ray.tune.logger.Logger class or its dotted path, "
+        "'logdir': its directory (default: the run's results directory), other keys: the logger's own config}, "
+        "built as type(config, logdir=logdir); its on_result() gets every train() result, flush() and close() "
+        "come at stop(). Without 'type': volley's own progress.jsonl and TensorBoard, as RLlib's default")
     log_level: Literal["DEBUG", "INFO", "WARN", "WARNING", "ERROR", "CRITICAL"] = option(
         "WARN", "debugging", "level of Ray's log messages when volley starts Ray (volley itself logs "
         "nothing)")

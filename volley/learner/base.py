@@ -140,6 +140,7 @@ class LearnerBase(ABC):
                                                config.keep_per_episode_custom_metrics)
         self._learner_metrics = LearnerMetrics()
         self._results_dir: Path | None = None  # where save() without a path writes
+        self._result_logger: Any = None  # logger_config's logger, built at the first result
         self._next_sample: Callable[[], list[Any]] | None = None  # sample_ahead's batch in the making
         self._sample_time = 0.0
         self._steps_this_iter = 0
@@ -249,7 +250,11 @@ class LearnerBase(ABC):
         return self.workers.is_driver
 
     def stop(self) -> None:
-        """Shut down every worker (and Ray, if this algorithm started it)."""
+        """Close logger_config's logger; shut down every worker (and Ray, if this algorithm started it)."""
+        if self._result_logger is not None:
+            self._result_logger.flush()
+            self._result_logger.close()
+            self._result_logger = None
         if self.eval_workers is not None:  # first: stopping the training workers may stop Ray
             self.eval_workers.stop()
             self.eval_workers = None

@@ -4,11 +4,14 @@ views of the same numbers (``volley.rllib_results.training_views``)."""
 
 from __future__ import annotations
 
+import importlib
 import math
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from volley.errors import ConfigError
 from volley.learner.base import LearnerBase
 from volley.rllib_results import training_views
 
@@ -64,3 +67,27 @@ class Results(LearnerBase):
             result["evaluation"] = {k: v for k, v in evaluation.items() if k != "evaluation"}
         result.update(training_views(result, stats))
         return result
+
+    def log_result(self, result: dict[str, Any]) -> None:
+        """RLlib's ``logger_config`` with a ``type``: its logger gets the result (``on_result``)."""
+        if self._result_logger is None and (self.config.logger_config or {}).get("type") is not None:
+            self._result_logger = result_logger(self.config.logger_config or {}, self.results_dir)
+        if self._result_logger is not None:
+            self._result_logger.on_result(result)
+
+
+def result_logger(logger_config: dict[str, Any], results_dir: Path) -> Any:
+    """The logger RLlib 2.9's ``Algorithm`` builds from ``logger_config``: ``type`` (a class, or a
+    dotted path such as ``"ray.tune.logger.JsonLogger"``) called with the rest of the dict and
+    ``logdir=`` its ``logdir`` or, by default, the run's results directory."""
+    config = dict(logger_config)
+    kind, logdir = config.pop("type"), config.pop("logdir", str(results_dir))
+    if isinstance(kind, str):
+        module, _, name = kind.rpartition(".")
+        try:
+            kind = getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError, ValueError):
+            raise ConfigError(f"logger_config type {kind!r} is not a class volley can import: give the "
+                              "class itself or its dotted path, e.g. 'ray.tune.logger.JsonLogger'") from None
+    Path(logdir).mkdir(parents=True, exist_ok=True)  # as RLlib's default (a new temporary directory)
+    return kind(config, logdir=logdir)
