@@ -411,3 +411,19 @@ def test_impala_trajectories_end_on_the_bootstrap_row_of_a_truncated_episode():
         algo.train()
         hooks = algo.workers.workers[0].hooks.callbacks
         assert hooks.ended > 5 and not hooks.errors
+
+
+class BatchBuilderCallbacks(DefaultCallbacks):
+    """custom_metrics_and_callbacks.py's on_episode_end, which reads RLlib's sample collector."""
+
+    def on_episode_end(self, *, worker, base_env, policies, episode, env_index, **kwargs):
+        if worker.config.batch_mode == "truncate_episodes":
+            assert episode.batch_builder.policy_collectors["default_policy"].batches[-1]["dones"][-1]
+
+
+def test_rllibs_episode_internals_are_refused_in_one_line_saying_what_to_use():
+    with counting().callbacks(BatchBuilderCallbacks).build() as algo, \
+            pytest.raises(CallbackError, match=r"^BatchBuilderCallbacks.on_episode_end raised AttributeError in "
+                                               r"rollout worker 0: RLlib's Episode.batch_builder has no counterpart "
+                                               r"in volley: RLlib's collector .* \(episode.last_done_for\(\) is True\)"):
+        algo.train()

@@ -24,7 +24,13 @@ import gymnasium as gym
 import numpy as np
 
 from volley.acting import zero_actions
-from volley.callbacks import DefaultCallbacks, EnvContext, EpisodeRecord, Hooks
+from volley.callbacks import (
+    DefaultCallbacks,
+    EnvContext,
+    EpisodeRecord,
+    Hooks,
+    RLlibEpisodeInternals,
+)
 from volley.config import AlgorithmConfig, RolloutPlan
 from volley.envs import EnvCreator, env_actions
 from volley.errors import ConfigError, EnvError
@@ -48,7 +54,7 @@ if TYPE_CHECKING:
 
 
 @dataclass
-class AgentEpisode:
+class AgentEpisode(RLlibEpisodeInternals):
     """One episode of a multi-agent environment as RLlib's mapping functions and episode hooks read
     it: its id (random, as RLlib's), environment, length and rewards so far, each agent's policy
     and latest observation and reward, and what the hooks keep (``custom_metrics``,
