@@ -65,6 +65,9 @@ class LearnerBase(ABC):
     # False where the worker-side postprocess reads a single-agent worker's fragments as they are
     # (R2D2's burn-in sequences), so a multi-agent run refuses the algorithm
     samples_per_agent: ClassVar[bool] = True
+    # logger_config's logger, built at the first result (None until then, and where stop() follows
+    # a construction that failed part way)
+    _result_logger: Any = None
 
     def __init__(self, config: AlgorithmConfig | dict[str, Any] | None = None, env: Any = None, *,
                  workers: WorkerGroup | None = None) -> None:
@@ -140,7 +143,6 @@ class LearnerBase(ABC):
                                                config.keep_per_episode_custom_metrics)
         self._learner_metrics = LearnerMetrics()
         self._results_dir: Path | None = None  # where save() without a path writes
-        self._result_logger: Any = None  # logger_config's logger, built at the first result
         self._next_sample: Callable[[], list[Any]] | None = None  # sample_ahead's batch in the making
         self._sample_time = 0.0
         self._steps_this_iter = 0
