@@ -3,6 +3,7 @@
     python benchmarks/rllib_examples.py                 # every script (about 12 minutes on 2 shared cores)
     python benchmarks/rllib_examples.py --fast          # the CI subset (tests/cli/test_rllib_examples.py)
     python benchmarks/rllib_examples.py custom_env cartpole_lstm --write-results
+    python benchmarks/rllib_examples.py --python /work/venv29/bin/python --write-results  # under Ray 2.9.3
 
 Nothing of RLlib's is in this repository. ``pip download ray==2.9.3 --no-deps`` fetches the wheel
 once into ``~/.cache/volley/rllib-2.9.3`` (``$VOLLEY_CACHE`` moves it); its ``ray/rllib/examples/``
@@ -25,6 +26,19 @@ Each script runs in its own process with short stop flags (``--stop-iters 2 --st
 ``Algorithm.train`` ran, RLlib's never did, no Tune trial errored, something printed), ``fail``
 (the first root-cause line of the output), ``timeout``, ``ray-2.60`` (it uses what the Ray installed
 removed), ``script`` (a bug of the script's own, which fails it on RLlib 2.9 too), or ``n/a`` with the reason.
+
+``--python`` runs the scripts (and reads ``volley.__all__``) with another interpreter: this checkout's
+volley comes first on its path whatever that interpreter has installed. RESULTS.md keeps one table per
+Ray version. The scripts were written for Ray 2.9.3, under which nothing of the above is missing; a
+virtual environment with it beside volley, made in the checkout (``ray[rllib]==2.9.3`` pins gymnasium
+0.28.1, volley needs gymnasium 1, so RLlib's other dependencies are installed by name; Ray 2.9 imports
+``pkg_resources._vendor``, which setuptools 80 no longer has, and was built for NumPy 1)::
+
+    python3.11 -m venv /work/venv29
+    /work/venv29/bin/pip install torch==2.13.0 "ray[tune]==2.9.3"
+    /work/venv29/bin/pip install "numpy<2" "pandas<2.2" "pyarrow<15" fsspec dm-tree lz4 scikit-image scipy \
+        typer rich -e ".[test,tune,mpi,rllib]" pettingzoo
+    /work/venv29/bin/pip install "setuptools<70"   # last: torch asks for >=77 (only to build extensions)
 """
 
 from __future__ import annotations
@@ -33,6 +47,7 @@ import argparse
 import ast
 import contextlib
 import dataclasses
+import functools
 import os
 import re
 import signal
@@ -47,7 +62,7 @@ REPO = Path(__file__).resolve().parents[1]
 CACHE = Path(os.environ.get("VOLLEY_CACHE", Path.home() / ".cache" / "volley")) / "rllib-2.9.3"
 EXAMPLES = "ray/rllib/examples/"
 RESULTS = REPO / "benchmarks" / "RESULTS.md"
-LOGS = CACHE / "logs"  # each script's output, to read a failure in full
+LOGS = CACHE / "logs"  # each script's output under the Ray version it ran with, to read a failure in full
 SECTION = "## RLlib 2.9.3's example scripts on volley (issue 49)"
 
 # Scripts no volley change can run, each with the reason; the multi-agent ones belong to the
@@ -114,8 +129,16 @@ NUMPY_1 = {"product": "prod"}
 # A script's own bug, which fails it on RLlib 2.9 as well: the line of its source that fails
 SCRIPT_OWN = {
     'np.log10(train_results["episode_reward_mean"])':
-        "its curriculum_fn takes log10 of episode_reward_mean, 0 when none of the last 100 episodes reached "
-        "FrozenLake's goal (so on RLlib 2.9 too, whose seed varies from run to run)",
+        "its curriculum_fn takes log10 of episode_reward_mean, 0 when no episode of an iteration reached "
+        "FrozenLake's goal (about 1 random-walk episode in 100 does). RLlib 2.9 averages the same way, but its "
+        "PPO's 4,000-step iterations (about 260 episodes; means of 0.011 to 0.032 with seeds 0 to 3) seldom see "
+        "none; volley's default 2,048 steps (about 120 episodes) saw none with seed 0",
+    "callbacks=[LegacyLoggerCallback(MyPrintLogger)]":
+        "it gives Tune LegacyLoggerCallback(MyPrintLogger), one class where Ray 2.9.3's Tune takes a list of "
+        "them, before any trial starts (so with RLlib 2.9.3 too)",
+    "URI has empty scheme: 'saved_models'":
+        "its RunConfig(local_dir='saved_models') is a relative path, which Ray 2.9.3's Tune refuses before "
+        "any trial starts (so with RLlib 2.9.3 too)",
 }
 
 # Runs first in every Python process of a script's run (Ray's workers and Tune's trials too): the
@@ -125,7 +148,8 @@ import importlib.abc, importlib.machinery, os, sys
 import numpy
 from benchmarks.rllib_examples import MOVED, NUMPY_1, rewrite
 for _old, _new in NUMPY_1.items():
-    setattr(numpy, _old, getattr(numpy, _new))
+    if not hasattr(numpy, _old):  # NumPy 2
+        setattr(numpy, _old, getattr(numpy, _new))
 _TREE = os.environ["VOLLEY_SUITE_TREE"]
 _NAMES = set(os.environ["VOLLEY_SUITE_NAMES"].split())
 _LOG = os.environ["VOLLEY_SUITE_LOG"]
@@ -159,7 +183,7 @@ class _Rewritten(importlib.machinery.SourceFileLoader):
 
 class _Finder(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path, target=None):
-        if name in MOVED:
+        if name in MOVED and importlib.machinery.PathFinder.find_spec(name, path) is None:  # Ray 2.60
             return importlib.machinery.ModuleSpec(name, _Moved())
         if name.startswith("ray.rllib.examples."):
             spec = importlib.machinery.PathFinder.find_spec(name, path)
@@ -210,14 +234,26 @@ def fetch() -> Path:
     return tree
 
 
-def volley_names() -> set[str]:
+def volley_names(python: str = sys.executable) -> set[str]:
     """The names the rule takes from volley: those the package exports, and its algorithm modules
     (as ``algorithms.ppo``)."""
     code = ("import pkgutil, volley, volley.algorithms as a; print(*volley.__all__, "
             "*('algorithms.' + m.name for m in pkgutil.iter_modules(a.__path__)))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+    return set(_ask(python, code).split())
+
+
+@functools.cache
+def ray_version(python: str = sys.executable) -> str:
+    """The version of the Ray that ``python`` imports."""
+    return _ask(python, "import ray; print(ray.__version__)").strip()
+
+
+def _ask(python: str, code: str) -> str:
+    out = subprocess.run([python, "-c", code], capture_output=True, text=True,
                          env=child_env(Path(), Path(), Path()))
-    return set(out.stdout.split())
+    if out.returncode != 0:
+        raise SystemExit(f"{python} -c {code!r} failed: {root_cause(out.stderr)}")
+    return out.stdout
 
 
 def _spelled(aliases: list[ast.alias]) -> str:
@@ -301,8 +337,9 @@ def classify(name: str, kind: str, code: int | None, out: str, err: str, trains:
     return Row(name, kind, "ok", f"{len(trains)} volley train() calls", seconds)
 
 
-def run(name: str, tree: Path, exported: set[str], timeout: float) -> Row:
-    """Run one script, rewritten, in its own process (and process group) under its stop flags."""
+def run(name: str, tree: Path, exported: set[str], timeout: float, python: str = sys.executable) -> Row:
+    """Run one script, rewritten, in its own process (and process group) under its stop flags, with
+    the interpreter ``python``."""
     kind = "n/a" if name in NOT_APPLICABLE else "multi-agent" if name in MULTI_AGENT else "single-agent"
     if name in NOT_APPLICABLE:
         return Row(name, kind, "n/a", NOT_APPLICABLE[name])
@@ -314,7 +351,7 @@ def run(name: str, tree: Path, exported: set[str], timeout: float) -> Row:
         script.write_text(rewrite(source, exported))
         log.touch()
         start = time.monotonic()
-        process = subprocess.Popen([sys.executable, str(script), *arguments(name, source)], cwd=work,
+        process = subprocess.Popen([python, str(script), *arguments(name, source)], cwd=work,
                                    env={**child_env(site, tree, log), "HOME": work,
                                         "VOLLEY_SUITE_NAMES": " ".join(sorted(exported))}, text=True,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
@@ -328,8 +365,9 @@ def run(name: str, tree: Path, exported: set[str], timeout: float) -> Row:
             end_processes(f"VOLLEY_SUITE_LOG={log}")  # the script and Ray's processes it left behind
         if code is None:
             out, err = process.communicate()
-        LOGS.mkdir(parents=True, exist_ok=True)
-        (LOGS / f"{name}.log").write_text(f"{out}\n--- stderr ---\n{err}")
+        logs = LOGS / f"ray-{ray_version(python)}"
+        logs.mkdir(parents=True, exist_ok=True)
+        (logs / f"{name}.log").write_text(f"{out}\n--- stderr ---\n{err}")
         return classify(name, kind, code, out, err, log.read_text().splitlines(), time.monotonic() - start)
 
 
@@ -359,36 +397,51 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-def merged(rows: list[Row]) -> list[Row]:
-    """``rows`` with the rows RESULTS.md holds for the scripts not run now (a run of a few scripts
-    updates their rows only), in the order of the scripts' names."""
-    results = RESULTS.read_text()
-    section = results[results.index(SECTION):] if SECTION in results else ""
+def merged(rows: list[Row], ray: str) -> list[Row]:
+    """``rows`` with the rows RESULTS.md holds under Ray ``ray`` for the scripts not run now (a run of
+    a few scripts updates their rows only), in the order of the scripts' names."""
     earlier = {}
-    for line in section.split("\n## ")[0].splitlines():
+    for line in _tables(RESULTS.read_text())[2].get(_subsection(ray), "").splitlines():
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
         if len(cells) == 5 and cells[1] in ("single-agent", "multi-agent", "n/a"):
             earlier[cells[0]] = Row(cells[0], cells[1], cells[2], cells[3], float(cells[4]))
     return sorted({**earlier, **{row.script: row for row in rows}}.values(), key=lambda row: row.script)
 
 
-def write_results(text: str) -> None:
-    """Put ``text`` into RESULTS.md's section for this suite (replacing an earlier one)."""
+def _subsection(ray: str) -> str:
+    return f"### Under Ray {ray}"
+
+
+def _tables(results: str) -> tuple[int, int, dict[str, str]]:
+    """Where this suite's section of ``results`` starts and ends, and its tables by subsection title."""
+    start = results.find(SECTION)
+    if start == -1:
+        return len(results), len(results), {}
+    end = results.find("\n## ", start + len(SECTION))
+    end = len(results) if end == -1 else end + 1
+    found = re.findall(r"^(### Under Ray \S+)\n(.*?)(?=^### |\Z)", results[start:end], re.MULTILINE | re.DOTALL)
+    return start, end, dict(found)
+
+
+def write_results(text: str, ray: str, python: str) -> None:
+    """Put ``text``, the table of a run under Ray ``ray``, into RESULTS.md's section for this suite,
+    in place of an earlier run's under the same version (another version's table stays)."""
+    command = "python benchmarks/rllib_examples.py --write-results"
+    command += f" --python {python}" if python != sys.executable else ""
     results = RESULTS.read_text()
-    command = "`python benchmarks/rllib_examples.py --write-results`"
-    body = (f"{SECTION}\n\nMeasured with {command} (stop flags `--stop-iters 2 --stop-timesteps 2000`; "
-            "the seconds are wall time on a shared 2-core machine, a guide only). `ok`: volley's "
-            "`Algorithm.train` ran (RLlib's never did), exit 0, no Tune trial errored; `ray-2.60`: the script "
-            "uses what Ray 2.60 (installed) removed, so it fails whatever library trains; `script`: a bug of the "
-            "script's own fails it, as on RLlib 2.9. What Ray 2.60 moved unchanged and NumPy 1's `np.product` are "
-            f"found under their 2.9 names.\n\n{text}\n")
-    if SECTION in results:
-        start = results.index(SECTION)
-        end = results.find("\n## ", start + len(SECTION))
-        results = results[:start] + body + (results[end + 1:] if end != -1 else "")
-    else:
-        results = results.rstrip("\n") + "\n\n" + body
-    RESULTS.write_text(results)
+    start, end, tables = _tables(results)
+    tables[_subsection(ray)] = f"\nMeasured with `{command}`.\n\n{text}\n\n"
+    intro = (f"{SECTION}\n\nStop flags `--stop-iters 2 --stop-timesteps 2000`; the seconds are wall time "
+             "on a shared 2-core machine, a guide only. `ok`: volley's `Algorithm.train` ran (RLlib's never "
+             "did), exit 0, no Tune trial errored; `ray-2.60`: the script uses what Ray 2.60 removed, so it "
+             "fails there whatever library trains; `script`: a bug of the script's own fails it, as on RLlib "
+             "2.9. Under Ray 2.60, what it moved unchanged and NumPy 1's `np.product` are found under their "
+             "2.9 names. The scripts were written for Ray 2.9.3; how to make an environment with it beside "
+             "volley: the docstring of `benchmarks/rllib_examples.py`.\n\n")
+    by_version = sorted(tables.items(), key=lambda item: [int(n) for n in re.findall(r"\d+", item[0])])
+    section = intro + "".join(f"{title}\n{body}" for title, body in by_version)
+    after = "\n" + results[end:] if end < len(results) else ""
+    RESULTS.write_text(results[:start].rstrip("\n") + "\n\n" + section.rstrip("\n") + "\n" + after)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -396,6 +449,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("scripts", nargs="*", help="script names (without .py); default: all")
     parser.add_argument("--fast", action="store_true", help="only the CI subset")
     parser.add_argument("--timeout", type=float, default=300, help="seconds per script")
+    parser.add_argument("--python", default=sys.executable,
+                        help="the interpreter that runs the scripts (another Ray: its virtual environment's)")
     parser.add_argument("--write-results", action="store_true", help="write the table into benchmarks/RESULTS.md")
     args = parser.parse_args(argv)
     tree = fetch()
@@ -404,15 +459,16 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(names) - set(every))
     if unknown:
         parser.error(f"no RLlib 2.9.3 example named {unknown[0]!r}")
-    exported = volley_names()
+    exported, ray = volley_names(args.python), ray_version(args.python)
+    print(f"Ray {ray} ({args.python})", flush=True)
     rows = []
     for name in names:
-        rows.append(run(name, tree, exported, args.timeout))
+        rows.append(run(name, tree, exported, args.timeout, args.python))
         row = rows[-1]
         print(f"{row.script:50s} {row.status:8s} {row.seconds:5.0f} s  {row.detail}", flush=True)
     print(table(rows))
     if args.write_results:
-        write_results(table(merged(rows)))
+        write_results(table(merged(rows, ray)), ray, args.python)
     return 0 if all(r.status in ("ok", "n/a") for r in rows) else 1
 
 

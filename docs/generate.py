@@ -115,8 +115,10 @@ imports: **in `from ray... import a, b`, each name volley exports (`volley.__all
 from `volley`, and an algorithm module (`import ray.rllib.algorithms.ppo as ppo`) from
 `volley.algorithms`; every other import stays with Ray.** RLlib's helper modules
 (`ray.rllib.examples.env.*`, `.models.*`) are read from the wheel, changed by the same rule as they
-load. Which scripts run,
-and why the others do not: [benchmarks/RESULTS.md](../benchmarks/RESULTS.md).
+load. `--python PATH` runs the scripts with another interpreter: under Ray 2.9.3, the version they were
+written for, in a virtual environment beside volley (the recipe is in the runner's docstring), as well as
+under the Ray installed (2.60), which removed some of what they use. Which scripts run under each, and
+why the others do not: [benchmarks/RESULTS.md](../benchmarks/RESULTS.md).
 
 `tests/cli/test_rllib_scripts.py` runs RLlib's quick-start, "RLlib in 60 seconds" and a
 classic course exercise (train, save, `Algorithm.from_checkpoint`, `compute_single_action`)

@@ -54,18 +54,25 @@ def _plain(value: Any) -> Any:
 
 
 class EpisodeMetrics:
-    """The driver's custom metrics: the records of the latest ``window`` episodes (the episodes
-    ``episode_reward_mean`` averages), summarised into every result."""
+    """The driver's custom metrics over the episodes ``episode_reward_mean`` averages, summarised
+    into every result: as RLlib's, the iteration's records when there are ``window`` or more, else
+    the latest ``window``."""
 
     def __init__(self, window: int, keep_per_episode: bool) -> None:
         self.records: deque[EpisodeRecord] = deque(maxlen=window)
+        self.this_iter: list[EpisodeRecord] = []
         self.keep_per_episode = keep_per_episode
 
     def add(self, records: Iterable[EpisodeRecord]) -> None:
+        records = list(records)
         self.records.extend(records)
+        self.this_iter.extend(records)
 
     def result(self, returns: Iterable[float], lengths: Iterable[int]) -> dict[str, Any]:
-        return result_of(self.records, returns, lengths, self.keep_per_episode)
+        """The iteration's ``custom_metrics`` and ``hist_stats``; the next iteration starts."""
+        whole = len(self.this_iter) >= (self.records.maxlen or 0)
+        records, self.this_iter = (self.this_iter if whole else self.records), []
+        return result_of(records, returns, lengths, self.keep_per_episode)
 
 
 def result_of(records: Iterable[EpisodeRecord], returns: Iterable[float], lengths: Iterable[int],

@@ -19,7 +19,25 @@ POLICY_ID = "default_policy"
 EpisodeRecord = tuple[dict[str, Any], dict[str, list[Any]]]  # (custom_metrics, hist_data) of one episode
 
 
-class Episode:
+# RLlib's Episode internals that volley's episodes have no counterpart of, and what gives the same
+RLLIB_EPISODE_INTERNALS = {
+    name: "RLlib's collector of the episode's sample batches; on_episode_end runs only once the episode "
+          "ended (episode.last_done_for() is True), and on_postprocess_trajectory's postprocessed_batch "
+          "holds its rows" for name in ("batch_builder", "new_batch_builder")}
+
+
+class RLlibEpisodeInternals:
+    """An episode's refusal of RLlib's internals (``episode.batch_builder``), in one line saying what
+    to use instead, where a plain AttributeError would only say that the name is missing."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name in RLLIB_EPISODE_INTERNALS:
+            raise AttributeError(f"RLlib's Episode.{name} has no counterpart in volley: "
+                                 f"{RLLIB_EPISODE_INTERNALS[name]}")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+
+class Episode(RLlibEpisodeInternals):
     """One episode of one environment, as RLlib's ``Episode`` / ``EpisodeV2`` shows it to the hooks.
 
     ``custom_metrics`` (numbers; summarised at the driver), ``hist_data`` (lists; concatenated

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
+import warnings
 from collections.abc import Collection
 from typing import Any, Protocol
 
@@ -102,6 +103,27 @@ def _callbacks_class(value: Any) -> dict[str, Any]:
     """RLlib's ``callbacks`` (what its ``to_dict()`` holds) as ``callbacks_class``; RLlib's own
     DefaultCallbacks, its default, calls no hook: volley's None."""
     return {"callbacks_class": None if value in rllib_defaults("callbacks") else value}
+
+
+NO_RL_MODULES = "volley builds its networks from model (ModelConfig); custom RLModules are not supported"
+# RLlib 2.9's spec classes (RLlib 2.60 renamed them RLModuleSpec and MultiRLModuleSpec)
+RLLIB_29_SPECS = ("SingleAgentRLModuleSpec", "MultiAgentRLModuleSpec")
+
+
+def _old_stack_module_spec(value: Any) -> dict[str, Any]:
+    """``rl_module_spec``: RLlib 2.9 builds RLModules from it only under ``_enable_new_api_stack=True``;
+    by default it logs a warning and trains its old stack's ModelV2 network, which is what volley
+    implements (custom_recurrent_rnn_tokenizer.py and multi_agent_custom_policy.py train so on RLlib
+    2.9). A spec of RLlib 2.9's classes is ignored the same way, with a warning; any other (RLlib
+    2.60's, whose RLlib builds it by default) is refused."""
+    if value is None:
+        return {}
+    if type(value).__name__ not in RLLIB_29_SPECS:
+        raise ConfigError(f"RLlib's rl_module_spec={shown(value)} is not supported by volley: {NO_RL_MODULES}")
+    warnings.warn(f"RLlib's rl_module_spec={type(value).__name__}(...) is ignored, as RLlib 2.9 ignores it "
+                  "unless _enable_new_api_stack=True (whose RLModules volley does not implement): the network "
+                  "comes from model={...}", stacklevel=4)
+    return {}
 
 
 def model_key(name: str, doc: str, example: Any) -> RLlibKey:
@@ -207,8 +229,7 @@ RLLIB_KEYS: list[RLlibKey] = [
     same("log_level", "debugging", example="ERROR"),
     accepted("log_sys_usage", ("debugging",), "volley reports env_steps_per_s, sample_time_s and "
              "learn_time_s in every result", example=False),
-    refused("logger_config", ("debugging",), "volley writes progress.jsonl and TensorBoard events itself "
-            "(volley train, or volley.run.train_until in Python)", allowed=(None,), example={"type": "x"}),
+    same("logger_config", "debugging", example={"type": "ray.tune.logger.NoopLogger"}),
     refused("fake_sampler", ("debugging",), "volley always samples its environments"),
     # reporting()
     same("metrics_num_episodes_for_smoothing", "reporting", example=20),
@@ -326,8 +347,12 @@ RLLIB_KEYS: list[RLlibKey] = [
                "`model` (the same keys)", example={"fcnet_hiddens": [32]}),
     translated("model_config_dict", ("rl_module",), as_model("model_config_dict"), ("model",),
                "`model` (the same keys)", example={"fcnet_hiddens": [32]}),
-    refused("rl_module_spec", ("rl_module",), "volley builds its networks from model (ModelConfig); "
-            "custom RLModules are not supported", allowed=(None,), example="spec"),
+    dataclasses.replace(
+        refused("rl_module_spec", ("rl_module",), NO_RL_MODULES, allowed=(None,), example="spec"),
+        translate=_old_stack_module_spec,
+        volley=f"not supported (accepted: `None`): {NO_RL_MODULES}. RLlib 2.9's `SingleAgentRLModuleSpec` and "
+               "`MultiAgentRLModuleSpec` are ignored with a warning, as RLlib 2.9 ignores them unless "
+               "`_enable_new_api_stack=True`: its old stack trains the ModelV2 network of `model`"),
     # model={...}
     model_key("use_lstm", "an LSTM of `lstm_cell_size` between the MLP (or Nature CNN) and the heads, the "
               "value function's own unless `vf_share_layers`; trained on sequences of up to `max_seq_len` steps "

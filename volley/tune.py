@@ -13,6 +13,9 @@ volley run a trial::
                        run_config=tune.RunConfig(stop={"training_iteration": 50}))
     best = tuner.fit().get_best_result()
 
+(``tune.RunConfig`` is Ray 2.60's; on Ray 2.9 ``ray.air.RunConfig``, or this module's ``RunConfig``,
+which is whichever the Ray installed has.)
+
 ``param_space`` holds config keys. Each trial asks for ``num_cpus_for_driver`` CPUs for
 itself (default 1, and its learner then runs on that many torch threads) plus
 ``num_cpus_per_worker`` per Ray rollout worker, as one placement group, so Tune runs
@@ -47,6 +50,11 @@ NAMED = {"env": ENVIRONMENTS, "custom_model": CUSTOM_MODELS, "custom_action_dist
          "function": FUNCTIONS, "policy_class": POLICY_CLASSES}
 METRIC = "episode_reward_mean"
 OBJECTS = "volley-objects-of-"  # the registry key prefix under which a trial finds the user's objects
+# Tune's run settings: ray.tune's own classes in Ray 2.60; Ray 2.9 has only ray.air's (ray.train's)
+if hasattr(tune, "RunConfig"):
+    RunConfig, CheckpointConfig = tune.RunConfig, tune.CheckpointConfig
+else:
+    from ray.air import CheckpointConfig, RunConfig  # type: ignore[assignment]
 
 
 class VolleyTrainable(tune.Trainable):
@@ -213,9 +221,8 @@ def sweep(config: AlgorithmConfig, space: dict[str, Any], *, samples: int,
         trainable(config), param_space=space,
         tune_config=tune.TuneConfig(metric=METRIC, mode="max", num_samples=samples,
                                     scheduler=scheduler),
-        run_config=tune.RunConfig(
+        run_config=RunConfig(
             name=name, verbose=1, storage_path=str(storage.absolute()),
             stop=lambda _trial_id, result: stop.reason(result) is not None, callbacks=callbacks,
-            checkpoint_config=tune.CheckpointConfig(checkpoint_frequency=checkpoint_freq,
-                                                    checkpoint_at_end=True)))
+            checkpoint_config=CheckpointConfig(checkpoint_frequency=checkpoint_freq, checkpoint_at_end=True)))
     return tuner.fit()

@@ -50,7 +50,8 @@ before = algo.workers.node_ids()
 algo.train()
 cluster.remove_node(worker_node)
 result = algo.train()
-print(json.dumps({"before": before, "after": algo.workers.node_ids(), "head": cluster.head_node.node_id,
+head = ray.get_runtime_context().get_node_id()  # the driver's node
+print(json.dumps({"before": before, "after": algo.workers.node_ids(), "head": head,
                   "restarts": result["num_worker_restarts"], "steps": result["timesteps_this_iter"]}))""")
     assert len(set(report["before"])) == 2
     assert report["after"] == [report["head"]] * 2  # the replacement runs on the head node

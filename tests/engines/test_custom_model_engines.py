@@ -12,7 +12,7 @@ from reference import assert_samples_and_updates_equal
 from torch import nn
 
 from volley import ConfigError, ModelCatalog, PPOConfig, TorchModelV2
-from volley.tune import trainable
+from volley.tune import RunConfig, trainable
 
 
 def dict_obs(engine: str, workers: int, **evaluation) -> PPOConfig:
@@ -63,8 +63,8 @@ def test_a_tune_trial_builds_the_registered_model_in_its_own_process(ray_session
     config = dict_obs("local", 0)
     tuner = tune.Tuner(trainable(config), param_space={"lr": tune.grid_search([1e-3])},
                        tune_config=tune.TuneConfig(time_budget_s=240),
-                       run_config=tune.RunConfig(storage_path=str(tmp_path), name="custom", verbose=0,
-                                                 stop={"training_iteration": 1}))
+                       run_config=RunConfig(storage_path=str(tmp_path), name="custom", verbose=0,
+                                            stop={"training_iteration": 1}))
     (result,) = tuner.fit()
     assert result.error is None, result.error
     assert result.metrics["training_iteration"] == 1 and result.metrics["timesteps_total"] > 0

@@ -167,6 +167,47 @@ def test_env_task_fn_sets_each_environments_task_after_every_iteration(engine, r
     algo.stop()
 
 
+class FirstFindsGold(TaskSettableEnv):
+    """One-step episodes; only the first few after a task is set pay 1 (FrozenLake's rare goal)."""
+
+    action_space = gym.spaces.Discrete(2)
+    observation_space = gym.spaces.Box(0.0, 1.0, (1,), np.float32)
+
+    def __init__(self, config):
+        self.task, self.paid = 1, 0
+
+    def get_task(self):
+        return self.task
+
+    def set_task(self, task):
+        self.task, self.paid = task, 0
+
+    def reset(self, *, seed=None, options=None):
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        self.paid += 1
+        return np.zeros(1, np.float32), float(self.paid <= 5), True, False, {}
+
+
+def log10_curriculum_fn(train_results, task_settable_env, env_ctx):
+    """curriculum_learning.py's curriculum_fn, as it is: the task grows with log10 of the mean return."""
+    return max(min(int(np.log10(train_results["episode_reward_mean"]) + 2.1), 5), 1)
+
+
+def test_env_task_fn_reads_the_mean_over_the_whole_iteration_as_rllibs():
+    """RLlib averages all of an iteration's episodes when there are metrics_num_episodes_for_smoothing
+    (100) or more, not the last 100: here 5 paid among 200, none among the last 100, so the script's
+    log10 of the mean is -1.6, not log10(0) (OverflowError in int())."""
+    config = (quick(FirstFindsGold).rollouts(num_rollout_workers=0, num_envs_per_worker=1)
+              .training(train_batch_size=400, minibatch_size=100)  # rows, autoreset steps among them
+              .environment(env_task_fn=log10_curriculum_fn))
+    with config.build() as algo:
+        result = algo.train()
+    assert result["episodes_this_iter"] == 200 and result["episode_reward_mean"] == 5 / 200
+    assert result["hist_stats"]["episode_reward"] == [1.0] * 5 + [0.0] * 195
+
+
 def test_env_task_fn_names_an_environment_without_tasks():
     algo = quick().environment(env_task_fn=curriculum_fn).build()
     with pytest.raises(ConfigError, match=r"env_task_fn is set but the environment .* has no set_task\(\)"):
@@ -220,11 +261,11 @@ def test_a_dim_too_small_for_the_cnn_is_named():
 def test_env_task_fn_and_custom_evaluation_function_reach_a_tune_trial(ray_session, tmp_path):
     from ray import tune
 
-    from volley.tune import trainable
+    from volley.tune import RunConfig, trainable
 
     config = (quick(Corridor, "ray", evaluation_interval=1, custom_evaluation_function=custom_eval_function)
               .environment(env_config={"start_length": 3}, env_task_fn=curriculum_fn))
-    tuner = tune.Tuner(trainable(config), run_config=tune.RunConfig(
+    tuner = tune.Tuner(trainable(config), run_config=RunConfig(
         storage_path=str(tmp_path), name="curriculum", verbose=0, stop={"training_iteration": 3}))
     (result,) = tuner.fit()
     assert result.error is None

@@ -117,13 +117,23 @@ def test_custom_metrics_are_the_means_computed_by_hand_from_the_episodes():
     assert result["env_runners"]["hist_stats"]["t"] == result["hist_stats"]["t"]
 
 
-def test_the_window_is_episode_reward_means_own():
+def test_the_window_is_episode_reward_means_own_and_rllibs():
+    """RLlib's Algorithm._compile_iteration_results: an iteration of at least
+    metrics_num_episodes_for_smoothing episodes is summarised whole (not its last 7); a shorter one
+    is topped up with the latest episodes of earlier iterations, oldest first."""
     with counting(metrics_num_episodes_for_smoothing=7).build() as algo:
         for _ in range(2):
             result = algo.train()
-    assert len(result["hist_stats"]["episode_lengths"]) == 7
+    assert result["episodes_this_iter"] > 7
+    assert result["hist_stats"]["episode_lengths"] == result["episode_lengths_this_iter"]
     lengths = np.array(result["hist_stats"]["episode_lengths"])
     assert result["custom_metrics"]["last_t_mean"] == pytest.approx(lengths.mean()) == result["episode_len_mean"]
+    assert result["episode_reward_mean"] == pytest.approx(np.mean(result["episode_returns_this_iter"]))
+    with counting(metrics_num_episodes_for_smoothing=10_000).build() as algo:
+        first, second = algo.train(), algo.train()
+    both = first["episode_lengths_this_iter"] + second["episode_lengths_this_iter"]
+    assert second["hist_stats"]["episode_lengths"] == both
+    assert second["custom_metrics"]["last_t_mean"] == pytest.approx(np.mean(both))
 
 
 def test_evaluation_reports_its_own_episodes_custom_metrics():
@@ -406,3 +416,19 @@ def test_impala_trajectories_end_on_the_bootstrap_row_of_a_truncated_episode():
 def test_a_list_of_callbacks_classes_with_a_bad_element_is_named_whole():
     with pytest.raises(ConfigError, match=r"got 1 in \(1, 2\)$"):
         PPOConfig().update(callbacks_class=(1, 2))
+
+
+class BatchBuilderCallbacks(DefaultCallbacks):
+    """custom_metrics_and_callbacks.py's on_episode_end, which reads RLlib's sample collector."""
+
+    def on_episode_end(self, *, worker, base_env, policies, episode, env_index, **kwargs):
+        if worker.config.batch_mode == "truncate_episodes":
+            assert episode.batch_builder.policy_collectors["default_policy"].batches[-1]["dones"][-1]
+
+
+def test_rllibs_episode_internals_are_refused_in_one_line_saying_what_to_use():
+    with counting().callbacks(BatchBuilderCallbacks).build() as algo, \
+            pytest.raises(CallbackError, match=r"^BatchBuilderCallbacks.on_episode_end raised AttributeError in "
+                                               r"rollout worker 0: RLlib's Episode.batch_builder has no counterpart "
+                                               r"in volley: RLlib's collector .* \(episode.last_done_for\(\) is True\)"):
+        algo.train()

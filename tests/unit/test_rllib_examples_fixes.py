@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -102,3 +103,78 @@ def test_the_local_worker_has_an_environment_where_rllibs_has_one():
             _ = remote.workers.local_worker().env
     finally:
         remote.stop()
+
+
+@dataclasses.dataclass
+class SingleAgentRLModuleSpec:
+    """RLlib 2.9's class of that name, as custom_recurrent_rnn_tokenizer.py builds one (Ray 2.60,
+    installed, renamed it RLModuleSpec)."""
+
+    catalog_class: type | None = None
+
+
+@dataclasses.dataclass
+class RLModuleSpec:
+    """RLlib 2.60's, which its new API stack (its default) builds."""
+
+    module_class: type | None = None
+
+
+def test_rllib_29s_module_spec_is_ignored_with_a_warning_as_its_old_stack_does():
+    """custom_recurrent_rnn_tokenizer.py and multi_agent_custom_policy.py call ``.rl_module(rl_module_spec=...)``
+    without ``_enable_new_api_stack=True``: RLlib 2.9 warns and trains its old stack's network, so
+    volley does too; RLlib 2.60's spec, which its RLlib would build, stays refused."""
+    with pytest.warns(UserWarning, match=r"rl_module_spec=SingleAgentRLModuleSpec\(\.\.\.\) is ignored, as "
+                                         r"RLlib 2\.9 ignores it unless _enable_new_api_stack=True"):
+        config = (PPOConfig().environment("CartPole-v1").rollouts(num_rollout_workers=0)
+                  .training(model={"use_lstm": True, "lstm_cell_size": 16}, train_batch_size=64, minibatch_size=32)
+                  .rl_module(rl_module_spec=SingleAgentRLModuleSpec(catalog_class=dict)))
+    assert config.to_dict() == PPOConfig().environment("CartPole-v1").rollouts(num_rollout_workers=0).training(
+        model={"use_lstm": True, "lstm_cell_size": 16}, train_batch_size=64, minibatch_size=32).to_dict()
+    with config.build() as algo:
+        assert algo.train()["timesteps_total"] > 0
+    with pytest.raises(ConfigError, match=r"^RLlib's rl_module_spec=RLModuleSpec\(module_class=None\) is not "
+                                          r"supported by volley: volley builds its networks from model"):
+        PPOConfig().rl_module(rl_module_spec=RLModuleSpec())
+
+
+class PrintLogger:
+    """custom_logger.py's MyPrintLogger, on RLlib 2.9's ``ray.tune.logger.Logger`` protocol (Ray 2.60,
+    installed, removed that base class: the protocol counts)."""
+
+    def __init__(self, config, logdir, trial=None):
+        self.config, self.logdir, self.calls = config, logdir, []
+        LOGGERS.append(self)
+
+    def on_result(self, result):
+        self.calls.append(("result", result["training_iteration"]))
+
+    def flush(self):
+        self.calls.append(("flush",))
+
+    def close(self):
+        self.calls.append(("close",))
+
+
+LOGGERS: list[PrintLogger] = []
+
+
+@pytest.mark.parametrize("kind", [PrintLogger, f"{__name__}.PrintLogger"])
+def test_logger_config_builds_rllibs_logger_and_gives_it_every_result(kind, tmp_path):
+    """custom_logger.py: ``.debugging(logger_config={"type": MyPrintLogger, "prefix": "ABC"})``; RLlib 2.9's
+    Algorithm builds ``type(rest of logger_config, logdir=...)``, the class or its dotted path."""
+    LOGGERS.clear()
+    config = (PPOConfig().environment("CartPole-v1").rollouts(num_rollout_workers=0)
+              .training(train_batch_size=64, minibatch_size=32)
+              .debugging(logger_config={"type": kind, "prefix": "ABC"}))
+    with config.build() as algo:
+        algo.results_dir = tmp_path / "run"
+        algo.train()
+        algo.train()
+    (logger,) = LOGGERS
+    assert (logger.config, logger.logdir) == ({"prefix": "ABC"}, str(tmp_path / "run"))
+    assert logger.calls == [("result", 1), ("result", 2), ("flush",), ("close",)]
+    unknown = config.debugging(logger_config={"type": "no_such_module.Logger"})
+    with unknown.build() as algo, pytest.raises(ConfigError, match=r"^logger_config type 'no_such_module.Logger' "
+                                                                   r"is not a class volley can import"):
+        algo.train()

@@ -137,6 +137,11 @@ class ConfigFields:
     seed: int = option(
         0, "debugging", "seed of weights, sampling and environment i (seeded seed+i); None (RLlib's "
         "default) draws a random one, kept in the config, every result and checkpoints, so the run repeats")
+    logger_config: dict | None = option(
+        None, "debugging", "RLlib's result logger: {'type': a ray.tune.logger.Logger class or its dotted path, "
+        "'logdir': its directory (default: the run's results directory), other keys: the logger's own config}, "
+        "built as type(config, logdir=logdir); its on_result() gets every train() result, flush() and close() "
+        "come at stop(). Without 'type': volley's own progress.jsonl and TensorBoard, as RLlib's default")
     log_level: Literal["DEBUG", "INFO", "WARN", "WARNING", "ERROR", "CRITICAL"] = option(
         "WARN", "debugging", "level of Ray's log messages when volley starts Ray (volley itself logs "
         "nothing)")
@@ -175,7 +180,8 @@ class ConfigFields:
         "after the iteration's training step either way (the same result keys; the time is not overlapped)")
 
     metrics_num_episodes_for_smoothing: int = option(
-        100, "reporting", "episodes averaged in episode_reward_mean (and in custom_metrics)")
+        100, "reporting", "episodes averaged in episode_reward_mean (and in custom_metrics): the latest this "
+        "many, or all of the iteration's where it has more (RLlib's rule)")
     keep_per_episode_custom_metrics: bool = option(
         False, "reporting", "custom_metrics holds each key's per-episode values instead of their "
         "_mean, _min and _max")

@@ -131,7 +131,8 @@ class ConfigSetter(ConfigFields):
     def _set(self, label: str, name: str, value: Any, hint: Any) -> None:
         if hint is ModelConfig:  # `model`, and SAC's q_model_config
             value = self._merge_model(name, value)
-        elif name == "env_config":  # any picklable objects (gymnasium spaces...), as RLlib takes
+        elif name == "env_config" or (name == "logger_config" and value is not None):
+            # any picklable objects (gymnasium spaces, a logger class...), as RLlib takes
             setattr(self, name, picklable_dict(label, value))
             return
         elif name == "policies":  # ids to specs holding classes and spaces (picklable, as env_config)

@@ -55,12 +55,19 @@ def init(kwargs: dict[str, Any]) -> None:
     ``ray.init`` runs, the lookup it makes (``ray._private.services.get_node``) first waits for
     the registration in 20 ms steps, so Ray's first question finds the raylet. Anything
     unexpected in that wait (another Ray's internals) leaves Ray's own wait, unchanged, to
-    decide.
+    decide. Ray 2.9 has no such lookup: it waits for the raylet in 0.1 s steps
+    (``services.wait_for_node``), and its ``ray.init`` runs as it is.
     """
     import ray
     from ray._private import services
 
-    lookup = services.get_node
+    # ray.init writes its own keys (the session's spilling directory) into the _system_config it
+    # is given: a copy keeps QUICK_CONNECT and the caller's kwargs as they were
+    kwargs = {key: dict(value) if key == "_system_config" else value for key, value in kwargs.items()}
+    lookup = getattr(services, "get_node", None)
+    if lookup is None:
+        ray.init(**kwargs)
+        return
 
     def get_node(gcs_address: str, node_id: str, *rest: Any) -> Any:
         with contextlib.suppress(Exception):  # Ray's own lookup below still waits and reports
@@ -68,9 +75,6 @@ def init(kwargs: dict[str, Any]) -> None:
         return lookup(gcs_address, node_id, *rest)
 
     services.get_node = get_node
-    # ray.init writes its own keys (the session's spilling directory) into the _system_config it
-    # is given: a copy keeps QUICK_CONNECT and the caller's kwargs as they were
-    kwargs = {key: dict(value) if key == "_system_config" else value for key, value in kwargs.items()}
     try:
         ray.init(**kwargs)
     finally:

@@ -70,6 +70,9 @@ class LearnerBase(ABC):
     # multi-agent run cannot feed it yet (asynchronous actors and replay shards; a postprocess that reads
     # a single-agent worker's fragments as they are), and refuses it
     multi_agent_feed: ClassVar[Literal["sample", "stream"] | None] = "sample"
+    # logger_config's logger, built at the first result (None until then, and where stop() follows
+    # a construction that failed part way)
+    _result_logger: Any = None
 
     def __init__(self, config: AlgorithmConfig | dict[str, Any] | None = None, env: Any = None, *,
                  workers: WorkerGroup | None = None) -> None:
@@ -258,7 +261,11 @@ class LearnerBase(ABC):
         return self.workers.is_driver
 
     def stop(self) -> None:
-        """Shut down every worker (and Ray, if this algorithm started it)."""
+        """Close logger_config's logger; shut down every worker (and Ray, if this algorithm started it)."""
+        if self._result_logger is not None:
+            self._result_logger.flush()
+            self._result_logger.close()
+            self._result_logger = None
         if self.eval_workers is not None:  # first: stopping the training workers may stop Ray
             self.eval_workers.stop()
             self.eval_workers = None

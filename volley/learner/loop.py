@@ -44,6 +44,7 @@ class Learner(Evaluation, Inference, GradientSteps, Results, Checkpoints):
         if self.is_driver:
             self.hooks("on_train_result", algorithm=self, result=result)
             set_env_tasks(self, result)  # RLlib's env_task_fn: the next tasks of a curriculum
+            self.log_result(result)
         return result
 
     def serve_forever(self) -> None:

@@ -29,7 +29,7 @@ from volley.acting import zero_actions
 from volley.callbacks import DefaultCallbacks, EnvContext, Hooks
 from volley.config import AlgorithmConfig, RolloutPlan
 from volley.envs import EnvCreator, env_actions
-from volley.episode import EpisodeRecord
+from volley.episode import EpisodeRecord, RLlibEpisodeInternals
 from volley.errors import ConfigError, EnvError, shown
 from volley.multi_agent_env import (
     agent_spaces,
@@ -48,7 +48,7 @@ from volley.rollout.worker import Postprocess, SampleResult, env_major
 
 
 @dataclass
-class AgentEpisode:
+class AgentEpisode(RLlibEpisodeInternals):
     """One episode of a multi-agent environment as RLlib's mapping functions and episode hooks read
     it: its id (random, as RLlib's), environment, length and rewards so far, each agent's policy
     and latest observation and reward, and what the hooks keep (``custom_metrics``,
