@@ -20,17 +20,19 @@ of the algorithm would from the same batches.
 
 This is RLlib's layout (a ``Policy`` per id, each with its own loss and optimizer), and what its
 ``multi_agent_two_trainers`` example does by hand: PPO and DQN each train their own policy.
+
+The workers' per-policy views and the stream live in :mod:`volley.learner.multi_agent_stream`,
+the policy API (``get_policy``, ``add_policy``, ...) in :mod:`volley.learner.multi_agent_policies`.
 """
 
 from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
-from dataclasses import replace
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, cast
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -38,23 +40,22 @@ import torch
 from volley.callbacks import EnvContext
 from volley.checkpoint import SavedCheckpoint, json_part
 from volley.config import AlgorithmConfig
-from volley.engines import StreamingWorkerGroup, WorkerGroup, make_worker_group
+from volley.engines import WorkerGroup, make_worker_group
 from volley.envs import EnvCreator, registered_creator
 from volley.errors import ConfigError
 from volley.learner.base import EVAL_SEED_OFFSET
 from volley.learner.loop import Learner
+from volley.learner.multi_agent_policies import MultiAgentPolicies
+from volley.learner.multi_agent_stream import MultiAgentStream, PolicyStream, PolicyWorkers
 from volley.multi_agent_env import is_multi_agent_env
 from volley.named import env_name
-from volley.policies import PolicyEntry, PolicyMap, PolicySetup
+from volley.policies import PolicySetup
 from volley.registry import algorithm_class
-from volley.rllib_policies import CheckpointedPolicy, Policy, PolicySpec, policies_value
-from volley.rllib_results import DEFAULT_POLICY
-from volley.rollout.batch import Batch
+from volley.rllib_policies import CheckpointedPolicy
 from volley.rollout.filters import FilterStats
-from volley.rollout.fragments import Filters, TrainBatch, Version, Weights
+from volley.rollout.fragments import TrainBatch
 from volley.rollout.multi_agent import MultiAgentRolloutWorker, MultiAgentSample
 from volley.rollout.worker import SampleResult
-from volley.torch_networks.policy import Policy as Network
 
 _PROBED: dict[Any, bool] = {}  # creator function -> whether it makes multi-agent environments
 
@@ -90,73 +91,13 @@ def is_multi_agent(config: AlgorithmConfig | dict[str, Any] | None, env: Any) ->
     return _PROBED[creator]
 
 
-class PolicyWorkers(WorkerGroup):
-    """One policy's view of a multi-agent run's workers: ``sample`` gives the policy's part of the
-    run's latest sample (the run samples again if the policy has read it already). A worker that had
-    no agent of the policy sampled a batch without columns: it gets the others' columns, with no
-    rows, so the learner concatenates the workers' batches as a single-agent run's."""
-
-    def __init__(self, run: MultiAgent, policy_id: str, spaces: tuple[Any, Any]) -> None:
-        self.run, self.policy_id, self._spaces = run, policy_id, spaces
-        self.plan, self.num_workers = run.workers.plan, run.workers.num_workers
-
-    def call(self, method: str, *args: Any) -> list[Any]:
-        if method != "sample":
-            raise ConfigError(f"{type(self.run).__name__} trains policy {self.policy_id!r} of a multi-agent run from "
-                              f"sampled batches; '{method}' is not available there")
-        results = self.run.policy_results(self.policy_id)
-        columns = next((result.batch for result in results if result.batch), Batch())
-        return [result if result.batch else replace(result, batch=Batch({key: value[:0] for key, value in columns.items()}))
-                for result in results]
-
-    def spaces(self) -> tuple[Any, Any]:
-        return self._spaces
-
-    def stop(self) -> None:
-        """The run's workers are stopped by the run."""
-
-
-class PolicyStream(PolicyWorkers, StreamingWorkerGroup):
-    """One policy's view of a multi-agent run's stream of fragments: ``next_batch`` gives the policy's
-    part of the stream's next train batch, and what the policy's learner publishes goes to the workers
-    with every other policy's weights."""
-
-    def start(self, weights: Weights, filters: Filters, version: Version) -> None:
-        """The run starts the stream, with every policy's weights; this one's are recorded."""
-        self.publish(weights, filters, version)
-
-    def publish(self, weights: Weights, filters: Filters, version: Version) -> None:
-        assert isinstance(weights, np.ndarray) and isinstance(version, int)
-        self.run.published[self.policy_id] = (weights, cast(FilterStats | None, filters), version)
-
-    def next_batch(self) -> TrainBatch:
-        return self.run.policy_batch(self.policy_id)
-
-    @property
-    def num_dropped_fragments(self) -> int:  # type: ignore[override]
-        return cast(StreamingWorkerGroup, self.run.workers).num_dropped_fragments
-
-
-class StreamLearner(Protocol):
-    """A learner of an algorithm a multi-agent run feeds a stream (``multi_agent_feed = "stream"``):
-    its iteration in three steps, so that the run interleaves the policies' updates."""
-
-    def begin_updates(self) -> None: ...
-
-    def update_once(self) -> None: ...
-
-    def updates_statistics(self, took: float) -> dict[str, Any]: ...
-
-
-class MultiAgent(Learner):
+class MultiAgent(MultiAgentPolicies, MultiAgentStream, Learner):
     """A multi-agent run of ``algorithm_class``: the workers, the run's counters and results, and a
     learner of the algorithm per learned policy (``learners``)."""
 
     algorithm_class: ClassVar[type[Learner]]
     setup_: PolicySetup
     learners: dict[str, Learner]
-    # a stream's: what each policy's learner published last (weights, filter statistics, its version)
-    published: dict[str, tuple[np.ndarray, FilterStats | None, int]]
 
     def make_workers(self, env_creator: EnvCreator | None, setup: PolicySetup | None = None) -> WorkerGroup:
         """The algorithm's own kind of workers, multi-agent ones, once the algorithm says how its
@@ -272,76 +213,6 @@ class MultiAgent(Learner):
         self._pending = {}
         return stats
 
-    # -- a stream of fragments (IMPALA, APPO) -----------------------------------------------------
-
-    def _stream_step(self) -> dict[str, Any]:
-        """Train batches from the stream for ``min_time_s_per_iteration`` seconds (and
-        ``min_sample_timesteps_per_iteration`` steps), each split by policy; every policy to train
-        updates on its part as its algorithm would (as many updates as its minibatch buffer takes to
-        read it), in turn with the others, so no policy's batches wait for another's updates."""
-        cfg = self.config
-        start = time.perf_counter()
-        trained = {policy_id: cast(StreamLearner, learner) for policy_id, learner in self.learners.items()
-                   if self.setup_.policy_map.trains(policy_id)}
-        for policy_id, learner in trained.items():
-            self.learners[policy_id].iteration = self.iteration
-            learner.begin_updates()
-        updated: set[str] = set()
-        taken = 0
-        while (not taken or time.perf_counter() - start < cfg.min_time_s_per_iteration
-               or self._steps_this_iter < cfg.min_sample_timesteps_per_iteration):
-            self._take_train_batch()
-            taken += 1
-            for policy_id, learner in trained.items():
-                while self._stream_batches.get(policy_id):
-                    learner.update_once()
-                    updated.add(policy_id)
-        took = time.perf_counter() - start
-        for policy_id in updated:  # each learner's schedules run on its own steps
-            self.learners[policy_id].timesteps_total += self.learners[policy_id]._steps_this_iter
-            self.learners[policy_id]._steps_this_iter = 0
-        return {policy_id: trained[policy_id].updates_statistics(took) for policy_id in trained if policy_id in updated}
-
-    def _take_train_batch(self) -> None:
-        """The stream's next train batch, with what the learners published last: the run counts its new
-        fragments' episodes and steps, a policy to train keeps its part to update on, and any other
-        learned policy takes its agents' episodes."""
-        self._publish()
-        start = time.perf_counter()
-        train_batch = cast(StreamingWorkerGroup, self.workers).next_batch()
-        self._sample_time += time.perf_counter() - start
-        self._count([cast(MultiAgentSample, fragment.result) for fragment in train_batch.fragments])
-        for policy_id, learner in self.learners.items():
-            part = train_batch.of_policy(policy_id)
-            if part.batches and self.setup_.policy_map.trains(policy_id):
-                self._stream_batches.setdefault(policy_id, deque()).append(part)
-            else:
-                learner._merge(part.results())
-
-    def policy_batch(self, policy_id: str) -> TrainBatch:
-        """Policy ``policy_id``'s part of the next train batch it has not read (the run takes train
-        batches from the stream until one holds rows of it)."""
-        batches = self._stream_batches.setdefault(policy_id, deque())
-        while not batches:
-            self._take_train_batch()
-        return batches.popleft()
-
-    def _publish(self) -> None:
-        """Every policy's weights, filter statistics and version, as its learner last published them (a
-        learner that has not: its weights now, version 0), go to the workers together; the first
-        time, the stream starts with them."""
-        for policy_id, learner in self.learners.items():
-            self.published.setdefault(policy_id, (learner.policy.get_flat_weights(), learner.filter_stats, 0))
-        if self._streaming and self._sent.keys() == self.published.keys() and all(
-                self._sent[policy_id] is entry for policy_id, entry in self.published.items()):
-            return  # the workers have these
-        weights = {policy_id: entry[0] for policy_id, entry in self.published.items()}
-        filters = {policy_id: entry[1] for policy_id, entry in self.published.items()}
-        versions = {policy_id: entry[2] for policy_id, entry in self.published.items()}
-        workers = cast(StreamingWorkerGroup, self.workers)
-        (workers.publish if self._streaming else workers.start)(weights, filters, versions)
-        self._sent, self._streaming = dict(self.published), True
-
     # -- results -------------------------------------------------------------------------------
 
     def close_iteration(self, took: float, stats: dict[str, Any], evaluation: dict[str, Any] | None) -> dict[str, Any]:
@@ -364,86 +235,6 @@ class MultiAgent(Learner):
         result["learners"] = stats
         result["info"] = {"learner": {p: {"learner_stats": s} for p, s in stats.items()}}
         return result
-
-    # -- the policy API ----------------------------------------------------------------------------
-
-    def get_policy(self, policy_id: str = DEFAULT_POLICY) -> Network | Policy:  # type: ignore[override]
-        """Policy ``policy_id``: a learned one's torch network, or the hand-written policy's instance."""
-        if policy_id in self.learners:
-            return self.learners[policy_id].policy
-        if policy_id in self.by_hand:
-            return self.by_hand[policy_id]
-        raise ConfigError(f"no policy {policy_id!r}: the run's policies are {sorted(self.setup_.policy_map.entries)}")
-
-    def compute_single_action(self, observation: Any = None, state: list | None = None, *,
-                              policy_id: str = DEFAULT_POLICY, **kwargs: Any) -> Any:
-        """The action of policy ``policy_id`` for one agent's observation (RLlib's call)."""
-        if policy_id in self.by_hand:
-            return self.by_hand[policy_id].compute_single_action(observation, state)[0]
-        if policy_id not in self.learners:
-            self.get_policy(policy_id)  # says which ids there are
-        return self.learners[policy_id].compute_single_action(observation, state, **kwargs)
-
-    def add_policy(self, policy_id: str, policy_cls: type | None = None, *, observation_space: Any = None,
-                   action_space: Any = None, config: dict[str, Any] | None = None, policy_spec: PolicySpec | None = None,
-                   policy_mapping_fn: Callable[..., str] | None = None,
-                   policies_to_train: Iterable[str] | Callable[..., bool] | None = None,
-                   policy_state: dict[str, Any] | None = None, **_: Any) -> Network | Policy:
-        """RLlib's ``add_policy`` while training: a new policy (a learned one of the run's algorithm, or a
-        hand-written ``policy_cls``), and the mapping and set to train from now on. ``policy_state``:
-        RLlib's ``policy.get_state()`` of another policy, whose weights it starts from (self-play
-        leagues add frozen snapshots of the learner so)."""
-        if policy_id in self.setup_.policy_map.entries:
-            raise ConfigError(f"add_policy: policy {policy_id!r} exists already")
-        spec = policy_spec or PolicySpec(policy_cls, observation_space, action_space, config)
-        described = policies_value({policy_id: spec})[policy_id]  # type: ignore[index]
-        entry = PolicyEntry.of(policy_id, described, self.config.algo_name)
-        policy_map = self.setup_.policy_map.with_policy(entry, policy_mapping_fn, policies_to_train)
-        self._change_policies(policy_map, {policy_id: described})
-        if entry.learned:
-            self.learners[policy_id] = self._policy_learner(policy_id)
-            if policy_state is not None and "weights" in policy_state:
-                self.learners[policy_id].policy.set_weights(policy_state["weights"])
-        else:
-            obs_space, act_space = self.policy_spaces[policy_id]
-            self.by_hand[policy_id] = entry.policy_class(obs_space, act_space, entry.overrides)  # type: ignore[misc]
-        if self._streaming:  # the workers act with it from their next fragment
-            self._publish()
-        return self.get_policy(policy_id)
-
-    def remove_policy(self, policy_id: str, *, policy_mapping_fn: Callable[..., str] | None = None,
-                      policies_to_train: Iterable[str] | Callable[..., bool] | None = None, **_: Any) -> None:
-        """RLlib's ``remove_policy``: the policy is dropped from the run, its agents mapped anew."""
-        if policy_id not in self.setup_.policy_map.entries:
-            self.get_policy(policy_id)
-        self._change_policies(self.setup_.policy_map.without_policy(policy_id, policy_mapping_fn, policies_to_train),
-                              {policy_id: None})
-        self.learners.pop(policy_id, None)
-        self.by_hand.pop(policy_id, None)
-        self._by_hand_returns.pop(policy_id, None)
-        if self._streaming:
-            self._publish()
-
-    def _change_policies(self, policy_map: PolicyMap, changed: dict[str, dict[str, Any] | None]) -> None:
-        """The run's config and workers take ``policy_map``: the config's ``policies`` with the entries
-        ``changed`` (None: removed), and the map's mapping function and set to train, so that the
-        run rebuilt from a checkpoint plays and trains as this one does now."""
-        policies = {p: e for p, e in {**(self.config.policies or {}), **changed}.items() if e is not None}
-        to_train = policy_map.to_train
-        config = self.config.copy(copy_frozen=False).update(
-            policies=policies, policy_mapping_fn=policy_map.mapping_fn,
-            policies_to_train=to_train if callable(to_train) else sorted(to_train))
-        config.freeze()
-        self.config = config
-        self.setup_ = PolicySetup.of(config, policy_map)
-        self.workers.call("set_policies", self.setup_)
-        if self.eval_workers is not None:
-            self.eval_workers.call("set_policies", self.setup_)
-        self.policy_spaces = {**self.workers.spaces(), **self.policy_spaces}
-        for policy_id, entry in changed.items():
-            if entry is None:  # removed: its weights leave the stream's
-                self.published.pop(policy_id, None)
-                self._stream_batches.pop(policy_id, None)
 
     # -- checkpoints -------------------------------------------------------------------------------
 
