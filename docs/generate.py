@@ -136,6 +136,21 @@ volley: rollout workers act on the CPU; num_gpus gives the learner a GPU`. Where
 value asks for what volley does anyway (`num_gpus_per_worker=0`, `model={"use_attention":
 False}`) it is accepted and changes nothing.
 
+**Defaults are volley's own, not RLlib's.** A key a script leaves unset takes volley's
+default, chosen so that the default run (`volley train`, CartPole) learns fast; RLlib's
+are other values. PPO, for instance:
+
+{defaults}
+
+A script that depends on one of RLlib's default values sets it. Two of RLlib's example
+scripts assume RLlib's 4,000-step batch: `curriculum_learning` takes the logarithm of an
+iteration's mean return, which with 2,048 steps can be 0 (with `.training(train_batch_size=4000)`
+added it runs on volley); `custom_metrics_and_callbacks` asserts that a worker samples 2,000
+steps, and even with RLlib's batch set it fails on volley: its callback reads RLlib's
+`episode.batch_builder` (refused), and a volley fragment of 2,000 steps holds fewer rows (1,921
+on CartPole), the steps that only reset an environment after its episode ended (Gymnasium's
+next-step autoreset) are not samples. `PPOConfig().to_dict()` prints every default.
+
 ## Methods
 
 | RLlib | volley |
@@ -263,10 +278,33 @@ GROUP_TITLES = {"rollouts": "`.env_runners()` / `.rollouts()`",
                 "model": "`model={...}` (in `.training()`, or `.rl_module(model_config=...)`)"}
 
 
+# RLlib 2.9's PPO defaults (``PPOConfig()`` of ray 2.9.3, fixed: that release no longer changes)
+# beside volley's own, as docs/rllib.md shows them: (RLlib's key, volley's field, RLlib 2.9's value)
+RLLIB_29_PPO_DEFAULTS = [
+    ("train_batch_size", "train_batch_size", "4000"), ("lr", "lr", "5e-05"),
+    ("num_sgd_iter", "num_epochs", "30"), ("sgd_minibatch_size", "minibatch_size", "128"),
+    ("gamma", "gamma", "0.99"), ("lambda_", "gae_lambda", "1.0"), ("clip_param", "clip_param", "0.3"),
+    ("kl_coeff", "kl_coeff", "0.2"), ("vf_clip_param", "vf_clip_param", "10.0"),
+    ("vf_loss_coeff", "vf_loss_coeff", "1.0 (of the squared error; volley's weighs ½e²)"),
+    ('model["fcnet_hiddens"]', "fcnet_hiddens", "[256, 256]"),
+    ("num_rollout_workers", "num_workers", "2 (volley's \"auto\" is 0 in a Tune trial)"),
+]
+
+
+def render_defaults() -> str:
+    """PPO's defaults, volley's (read from the config class) beside RLlib 2.9's."""
+    config = ALGORITHMS["ppo"].config_class()
+    lines = ["| RLlib key | volley | RLlib 2.9 |", "| --- | --- | --- |"]
+    for key, field, theirs in RLLIB_29_PPO_DEFAULTS:
+        ours = getattr(config.model if field == "fcnet_hiddens" else config, field)
+        lines.append(f"| `{key}` | {ours} | {theirs} |")
+    return "\n".join(lines)
+
+
 def render_rllib() -> str:
     """docs/rllib.md."""
     rows = rllib_rows()
-    lines = [RLLIB_HEADER.rstrip("\n"), "", render_results(), "## Config keys", "",
+    lines = [RLLIB_HEADER.replace("{defaults}", render_defaults()).rstrip("\n"), "", render_results(), "## Config keys", "",
              "By the builder method RLlib sets them with (volley's `update(**keys)` takes any of them). "
              "*for*: the volley algorithms that take the key.", ""]
     for group in BUILDER_GROUPS:
