@@ -6,15 +6,19 @@ defaults (PPO on CartPole-v1 until the mean return of the last 100 episodes reac
 the local engine and on Ray with 2 workers, and its ``volley bench sampler`` (the worker's
 steps per second as a fraction of the raw vector environment's). Runs alternate between the
 checkouts, seed by seed, so the machine's drift hits both alike; each is a fresh process.
-The local engine is deterministic for a seed: equal steps mean the same training.
+The local engine is deterministic for a seed: equal steps mean the same training. With
+``--presets NAME=STEPS ...`` each preset also trains for that many environment steps on the
+local engine (seed 0), and the table gives the mean return of the last 100 episodes at the end:
+equal where the algorithm's training is unchanged (Ape-X's, asynchronous, is not reproducible).
 
     git worktree add --detach /tmp/before cc2d653
-    python benchmarks/two_commits.py /tmp/before . --seeds 0 1 2
+    python benchmarks/two_commits.py /tmp/before . --seeds 0 1 2 --presets dqn-cartpole=150000
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import statistics
@@ -50,6 +54,21 @@ def train(tree: Path, engine: str, seed: int) -> tuple[int, float, float]:
     return int(found[2]), float(found[3]), total
 
 
+def preset(tree: Path, name: str, steps: int) -> tuple[int, float, float, float]:
+    """Env steps, seconds of training, seconds of the process, and the last mean return of preset
+    ``name`` trained for ``steps`` environment steps on the local engine."""
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as runs:
+        out = volley(tree, "train", "--preset", name, "--engine", "local", "--seed", "0", "--max-timesteps",
+                     str(steps), cwd=runs)
+        total = time.perf_counter() - start
+        last = json.loads(next(Path(runs).glob("runs/*/progress.jsonl")).read_text().splitlines()[-1])
+    found = STOPPED.search(out)
+    if found is None:
+        raise SystemExit(f"{tree}: no 'stopped ... at iteration' line in:\n{out[-2000:]}")
+    return int(found[2]), float(found[3]), total, float(last["episode_reward_mean"])
+
+
 def sampler(tree: Path, env: str, seconds: float) -> float:
     """The sampler's fraction of the raw environment's steps per second, on ``env``'s first row."""
     with tempfile.TemporaryDirectory() as cwd:
@@ -67,6 +86,8 @@ def main() -> None:
     parser.add_argument("after", type=Path, help="the checkout after it")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--engines", nargs="+", default=["local", "ray"])
+    parser.add_argument("--presets", nargs="*", default=[], metavar="NAME=STEPS",
+                        help="presets to train for STEPS env steps on the local engine, seed 0")
     parser.add_argument("--sampler-env", action="append", default=None,
                         help="environments for volley bench sampler (repeatable; default CartPole-v1)")
     parser.add_argument("--sampler-rounds", type=int, default=3)
@@ -87,6 +108,13 @@ def main() -> None:
     for engine in args.engines:
         before, after = (statistics.median(times[engine, name]) for name in trees)
         print(f"{engine}: median process seconds before {before:.1f}, after {after:.1f}, after/before {after / before:.2f}")
+    if args.presets:
+        print("\n| preset | before: steps, train s, process s, return | after: steps, train s, process s, return |")
+        print("| --- | --- | --- |")
+    for entry in args.presets:
+        name, steps = entry.split("=")
+        cells = [preset(tree, name, int(steps)) for tree in trees.values()]
+        print(f"| {name} | " + " | ".join(f"{s:,}, {t:.1f}, {w:.1f}, {r:.2f}" for s, t, w, r in cells) + " |", flush=True)
     for env in args.sampler_env or ["CartPole-v1"]:
         ratios: dict[str, list[float]] = {name: [] for name in trees}
         for _ in range(args.sampler_rounds):
