@@ -68,6 +68,13 @@ class ModelCatalog:
         CUSTOM_ACTION_DISTS.register(action_dist_name, action_dist_class)
 
     @staticmethod
+    def get_preprocessor_for_space(observation_space: gym.Space) -> ObsPreprocessor:
+        """How volley lays out observations of ``observation_space`` in batches, as RLlib's
+        preprocessors do (Discrete one-hot, Dict and Tuple concatenated in key order):
+        ``transform(observation)`` gives one observation's array, ``shape`` and ``size`` its size."""
+        return ObsPreprocessor(observation_space)
+
+    @staticmethod
     def get_model_v2(obs_space: gym.Space, action_space: gym.Space, num_outputs: int | None,
                      model_config: dict, framework: str = "torch", name: str = "default_model",
                      model_interface: Any = None, default_model: type | None = None,

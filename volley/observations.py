@@ -114,3 +114,12 @@ class ObsPreprocessor:
             return np.asarray(obs)
         return _flatten_batch(self.space, obs, n)
 
+    def transform(self, observation: object) -> np.ndarray:
+        """One observation as the network reads it (RLlib's ``Preprocessor.transform``)."""
+        return np.asarray(observation) if self.is_image else self(observation, 1)[0]
+
+    @property
+    def size(self) -> int:
+        """How many numbers an observation becomes (RLlib's ``Preprocessor.size``)."""
+        return int(np.prod(self.shape))
+

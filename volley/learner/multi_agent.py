@@ -112,9 +112,9 @@ class MultiAgent(MultiAgentPolicies, MultiAgentStream, Learner):
         if cfg.engine == "mpi" and cfg.mpi_mode == "allreduce":  # each policy's learner would update on its own
             raise ConfigError("multi-agent training with mpi_mode='allreduce' is not supported yet: the policies' "
                               "learners do not average their gradients over the ranks; use mpi_mode='gather'")
-        if cfg.batch_mode == "complete_episodes" or getattr(cfg, "sample_async", False):
-            raise ConfigError(f"multi-agent training samples fragments: batch_mode={cfg.batch_mode!r} and "
-                              "sample_async are not supported yet")
+        if getattr(cfg, "sample_async", False):
+            raise ConfigError("multi-agent training samples between the policies' updates: sample_async=True is "
+                              "not supported yet")
         self.setup_ = PolicySetup.of(cfg)
         return super().make_workers(env_creator, self.setup_)
 

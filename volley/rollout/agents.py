@@ -1,4 +1,5 @@
-"""Agent trajectories of a multi-agent worker, cut into each policy's fragment.
+"""Agent trajectories of a multi-agent worker, cut into each policy's fragment, and the episodes
+they belong to.
 
 An agent's transition opens when it acts (its observation, action, value, log-probability) and
 closes when it observes again or is done, holding every reward it received in between: in a
@@ -18,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from volley.episode import EpisodeRecord, RLlibEpisodeInternals
 from volley.rollout.batch import STATE_IN
 
 
@@ -58,6 +60,52 @@ class AgentTrajectory:
         self.closed.append(self.open)
         self.last = (self.open.action, self.open.reward)
         self.open = None
+
+
+@dataclass
+class AgentEpisode(RLlibEpisodeInternals):
+    """One episode of a multi-agent environment as RLlib's mapping functions and episode hooks read
+    it: its id (random, as RLlib's), environment, length and rewards so far, each agent's policy
+    and latest observation and reward, and what the hooks keep (``custom_metrics``,
+    ``hist_data``: summarised at the driver; ``user_data``)."""
+
+    episode_id: int
+    env_id: int
+    worker: Any = None
+    length: int = 0
+    total_agent_steps: int = 0  # the steps its agents acted on (RLlib's EpisodeV2 counts them so)
+    total_reward: float = 0.0
+    agent_rewards: dict[tuple[Any, str], float] = field(default_factory=dict)  # by (agent id, policy id)
+    custom_metrics: dict[str, Any] = field(default_factory=dict)
+    user_data: dict[str, Any] = field(default_factory=dict)
+    hist_data: dict[str, list[Any]] = field(default_factory=dict)
+    media: dict[str, Any] = field(default_factory=dict)
+    policies: dict[Any, str] = field(default_factory=dict)  # agent id -> policy id
+    last_obs: dict[Any, Any] = field(default_factory=dict)
+    last_rewards: dict[Any, float] = field(default_factory=dict)
+    last_infos: dict[Any, Any] = field(default_factory=dict)
+
+    def policy_for(self, agent_id: Any = None) -> str:
+        return self.policies[agent_id]
+
+    def last_observation_for(self, agent_id: Any = None) -> Any:
+        return self.last_obs.get(agent_id)
+
+    def last_reward_for(self, agent_id: Any = None) -> float:
+        return self.last_rewards.get(agent_id, 0.0)
+
+    def last_info_for(self, agent_id: Any = None) -> Any:
+        return self.last_infos.get(agent_id)
+
+    def get_agents(self) -> list[Any]:
+        return list(self.policies)
+
+    def record(self) -> EpisodeRecord:
+        return self.custom_metrics, self.hist_data
+
+
+# an episode of a worker's environment and its agents' trajectories, by agent id
+EpisodeAgents = tuple[AgentEpisode, dict[Any, AgentTrajectory]]
 
 
 # (policy id, the last steps of trajectories cut without a terminal) -> the values [B] of the observations

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -38,6 +39,23 @@ class Batch(dict[str, np.ndarray]):
         """These rows of a batch of steps (``volley.rollout.sequences.truncated`` cuts a recurrent one)."""
         assert SEQ_LENS not in self, "a recurrent batch is cut by whole sequences"
         return Batch({key: value[index] for key, value in self.items()})
+
+    @contextmanager
+    def rows_to_edit(self, first: int, last: int) -> Iterator[Batch]:
+        """Rows ``first:last`` of a batch of steps, as a Batch of views for a callback to change
+        (``on_postprocess_trajectory``'s ``postprocessed_batch``): a change made in place is made
+        here; when the block ends, a column replaced is written back into these rows, and a column
+        added is zero in the other rows."""
+        rows = self.slice(slice(first, last))
+        views = dict(rows)
+        yield rows
+        for key, column in rows.items():
+            if column is views.get(key):
+                continue
+            column = np.asarray(column)
+            if key not in self:
+                self[key] = np.zeros((len(self), *column.shape[1:]), column.dtype)
+            self[key][first:last] = column
 
     @staticmethod
     def minibatches(columns: Mapping[str, Any], size: int, rng: np.random.Generator) -> Iterator[dict[str, Any]]:

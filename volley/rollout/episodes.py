@@ -279,14 +279,6 @@ class EpisodeTracker:
             start += len(rows_ended)
 
     def _trajectory(self, batch: Batch, episode: Episode, first: int, last: int) -> None:
-        rows = batch.slice(slice(first, last))  # views: changes made in place reach the batch
-        views = dict(rows)
-        self.hooks("on_postprocess_trajectory", worker=self.worker, episode=episode, agent_id=AGENT_ID,
-                   policy_id=POLICY_ID, policies=self.policies, postprocessed_batch=rows, original_batches={})
-        for key, column in rows.items():
-            if column is views.get(key):
-                continue
-            column = np.asarray(column)
-            if key not in batch:
-                batch[key] = np.zeros((len(batch), *column.shape[1:]), column.dtype)
-            batch[key][first:last] = column
+        with batch.rows_to_edit(first, last) as rows:
+            self.hooks("on_postprocess_trajectory", worker=self.worker, episode=episode, agent_id=AGENT_ID,
+                       policy_id=POLICY_ID, policies=self.policies, postprocessed_batch=rows, original_batches={})

@@ -7,7 +7,8 @@ per policy over its group (a learned policy in numpy where its network has a num
 hand-written one through its ``compute_actions``). Agents are mapped once per episode by the
 config's ``policy_mapping_fn``. Their trajectories (:mod:`volley.rollout.agents`) are cut per
 agent, and each policy's are postprocessed by the algorithm's own ``postprocess`` (GAE per agent)
-into the :class:`SampleResult` the policy's learner reads, as a single-agent worker's would be.
+into the :class:`SampleResult` the policy's learner reads, as a single-agent worker's would be
+(:mod:`volley.rollout.policy_batches`, which also calls ``on_postprocess_trajectory``).
 
 Environment ``j`` of the worker in slot ``s`` has global index ``s·N + j`` and is seeded
 ``seed + index`` on its first reset; each policy draws its actions from a stream of its own, seeded
@@ -29,7 +30,7 @@ from volley.acting import zero_actions
 from volley.callbacks import DefaultCallbacks, EnvContext, Hooks
 from volley.config import AlgorithmConfig, RolloutPlan
 from volley.envs import EnvCreator, env_actions
-from volley.episode import EpisodeRecord, RLlibEpisodeInternals
+from volley.episode import EpisodeRecord
 from volley.errors import ConfigError, EnvError, shown
 from volley.multi_agent_env import (
     agent_spaces,
@@ -39,53 +40,11 @@ from volley.multi_agent_env import (
 )
 from volley.networks.numpy_layers import Previous
 from volley.policies import PolicySetup
-from volley.rollout.agents import AgentTrajectory, Transition, policy_columns
-from volley.rollout.batch import STATE_IN, Batch
+from volley.rollout.agents import AgentEpisode, AgentTrajectory, EpisodeAgents, Transition
 from volley.rollout.filters import FilterStats
 from volley.rollout.policy_actors import PolicyActor, RowStreams
-from volley.rollout.sequences import PREVIOUS, stored_states
-from volley.rollout.worker import Postprocess, SampleResult, env_major
-
-
-@dataclass
-class AgentEpisode(RLlibEpisodeInternals):
-    """One episode of a multi-agent environment as RLlib's mapping functions and episode hooks read
-    it: its id (random, as RLlib's), environment, length and rewards so far, each agent's policy
-    and latest observation and reward, and what the hooks keep (``custom_metrics``,
-    ``hist_data``: summarised at the driver; ``user_data``)."""
-
-    episode_id: int
-    env_id: int
-    worker: Any = None
-    length: int = 0
-    total_reward: float = 0.0
-    agent_rewards: dict[tuple[Any, str], float] = field(default_factory=dict)  # by (agent id, policy id)
-    custom_metrics: dict[str, Any] = field(default_factory=dict)
-    user_data: dict[str, Any] = field(default_factory=dict)
-    hist_data: dict[str, list[Any]] = field(default_factory=dict)
-    media: dict[str, Any] = field(default_factory=dict)
-    policies: dict[Any, str] = field(default_factory=dict)  # agent id -> policy id
-    last_obs: dict[Any, Any] = field(default_factory=dict)
-    last_rewards: dict[Any, float] = field(default_factory=dict)
-    last_infos: dict[Any, Any] = field(default_factory=dict)
-
-    def policy_for(self, agent_id: Any = None) -> str:
-        return self.policies[agent_id]
-
-    def last_observation_for(self, agent_id: Any = None) -> Any:
-        return self.last_obs.get(agent_id)
-
-    def last_reward_for(self, agent_id: Any = None) -> float:
-        return self.last_rewards.get(agent_id, 0.0)
-
-    def last_info_for(self, agent_id: Any = None) -> Any:
-        return self.last_infos.get(agent_id)
-
-    def get_agents(self) -> list[Any]:
-        return list(self.policies)
-
-    def record(self) -> EpisodeRecord:
-        return self.custom_metrics, self.hist_data
+from volley.rollout.policy_batches import policy_results
+from volley.rollout.worker import Postprocess, SampleResult
 
 
 @dataclass
@@ -117,11 +76,11 @@ class MultiAgentRolloutWorker:
         self.num_workers = plan.num_workers
         kind = "rollout" if seed_offset == 0 else "evaluation"
         self.hooks = Hooks.of(config.callbacks_class, f" in {kind} worker {worker_index}", callbacks_class)
-        unsupported = [name for name in ("on_episode_created", "on_postprocess_trajectory", "on_sub_environment_created")
-                       if self.hooks.uses(name)]
+        unsupported = [name for name in ("on_episode_created", "on_sub_environment_created") if self.hooks.uses(name)]
         if unsupported:
             raise ConfigError(f"callbacks {config.callbacks_class} override {unsupported[0]}, which volley's multi-agent "
-                              "workers do not call yet (on_episode_start/_step/_end and on_sample_end they do)")
+                              "workers do not call yet (on_episode_start/_step/_end, on_postprocess_trajectory and on_sample_end "
+                              "they do)")
         self.postprocess = postprocess
         self.setup = setup
         self.num_envs = num_envs or plan.num_envs_per_worker
@@ -261,13 +220,13 @@ class MultiAgentRolloutWorker:
                 self._states[j][agent_id] = by_hand.get_initial_state()
         return agent
 
-    def _step_all(self, explore: bool, training: bool, finished: list[AgentTrajectory],
-                  returns: list[float], lengths: list[int]) -> tuple[int, int]:
-        """One forward pass per policy over the agents that act, then one step of every environment;
-        returns the environment and agent steps taken."""
+    def _step_all(self, explore: bool, training: bool, finished: list[EpisodeAgents]) -> tuple[int, int]:
+        """One forward pass per policy over the agents that act, then one step of every environment
+        (the episodes that end are added to ``finished``); returns the environment and agent steps taken."""
         assert self._obs is not None
         groups: dict[str, list[tuple[int, Any, Any]]] = {}
         for j, observations in enumerate(self._obs):
+            self._episodes[j].total_agent_steps += len(observations)
             for agent_id, raw in observations.items():
                 groups.setdefault(self._agent(j, agent_id).policy_id, []).append((j, agent_id, raw))
         actions: list[dict[Any, Any]] = [{} for _ in self.envs]
@@ -299,7 +258,7 @@ class MultiAgentRolloutWorker:
                 j, agent_id, _ = group[k]
                 actions[j][agent_id] = action
         for j, env in enumerate(self.envs):
-            self._step_env(j, env, actions[j], finished, returns, lengths)
+            self._step_env(j, env, actions[j], finished)
         return len(self.envs), agent_steps
 
     @staticmethod
@@ -312,8 +271,7 @@ class MultiAgentRolloutWorker:
         actions = np.stack([zero if agent.last is None else agent.last[0] for agent in agents])
         return actions, np.array([0.0 if agent.last is None else agent.last[1] for agent in agents], np.float32)
 
-    def _step_env(self, j: int, env: Any, actions: dict[Any, Any], finished: list[AgentTrajectory],
-                  returns: list[float], lengths: list[int]) -> None:
+    def _step_env(self, j: int, env: Any, actions: dict[Any, Any], finished: list[EpisodeAgents]) -> None:
         """Step environment ``j`` with its agents' ``actions``: rewards to each agent's open step, which
         closes when the agent observes again or is done; the episode ends with ``"__all__"``."""
         assert self._obs is not None
@@ -360,9 +318,7 @@ class MultiAgentRolloutWorker:
                 last.next_obs = last.obs if final is None else actor.observe([final], update=False)[0]
         self.hooks("on_episode_step", worker=self, base_env=env, policies=self.actors, episode=episode, env_index=j)
         if ended:
-            finished.extend(self._agents[j].values())
-            returns.append(episode.total_reward)
-            lengths.append(episode.length)
+            finished.append((episode, self._agents[j]))
             self.hooks("on_episode_end", worker=self, base_env=env, policies=self.actors, episode=episode,
                        env_index=j)
             self._records.append(episode.record())
@@ -374,67 +330,55 @@ class MultiAgentRolloutWorker:
                num_episodes: int | None = None) -> MultiAgentSample:
         """Load every policy's weights and filters, then sample one fragment (``rollout_fragment_length``
         environment or agent steps per environment, as ``count_steps_by`` says) or, with
-        ``num_episodes``, until that many episodes have ended."""
+        ``num_episodes``, until that many episodes have ended.
+
+        With ``batch_mode="complete_episodes"`` only the steps of episodes that ended count and are
+        kept, as in RLlib: no trajectory is cut before its end. The episodes still running are dropped
+        and every environment starts a new one at the next sample, as a single-agent worker does
+        (RLlib finishes them in its next sample, with the weights it has then)."""
         self._load(weights, filters)
-        if self._obs is None:
-            self._obs = [{} for _ in self.envs]
-            for j in range(self.num_envs):
-                self._reset(j)
-        finished: list[AgentTrajectory] = []
-        returns: list[float] = []
-        lengths: list[int] = []
+        complete = self.config.batch_mode == "complete_episodes"
+        if self._obs is None or complete:
+            self._reset_all()
+        finished: list[EpisodeAgents] = []
         env_steps = agent_steps = 0
         target = self.fragment_length * self.num_envs
         by_agents = self.config.count_steps_by == "agent_steps"
-        while (len(returns) < num_episodes if num_episodes is not None
+        while (len(finished) < num_episodes if num_episodes is not None
                else (agent_steps if by_agents else env_steps) < target):
-            env, agents = self._step_all(self.config.explore, True, finished, returns, lengths)
+            before = len(finished)
+            env, agents = self._step_all(self.config.explore, True, finished)
+            if complete:  # only the steps of the episodes that ended count
+                env = sum(episode.length for episode, _ in finished[before:])
+                agents = sum(episode.total_agent_steps for episode, _ in finished[before:])
             env_steps, agent_steps = env_steps + env, agent_steps + agents
-        running = [agent for agents in self._agents for agent in agents.values()]
-        sample = MultiAgentSample(self._policy_results(finished, running), np.asarray(returns, np.float32),
-                                  np.asarray(lengths, np.int64), env_steps, agent_steps, 0, self._records)
+        running = [] if complete else self._cut_running()
+        sample = MultiAgentSample(policy_results(self, finished, running),
+                                  np.array([episode.total_reward for episode, _ in finished], np.float32),
+                                  np.array([episode.length for episode, _ in finished], np.int64),
+                                  env_steps, agent_steps, 0, self._records)
+        for _, trajectories in running:  # their closed steps were taken; their open ones carry on
+            for trajectory in trajectories.values():
+                trajectory.closed = []
         self._records = []
         self.hooks("on_sample_end", worker=self, samples=sample)
         return sample
 
-    def _policy_results(self, finished: list[AgentTrajectory], running: list[AgentTrajectory]
-                        ) -> dict[str, SampleResult]:
-        """Each trained policy's batch from its agents' closed steps (those of running agents are
-        taken, their open steps kept), with the returns of its agents whose episodes ended."""
+    def _reset_all(self) -> None:
+        """Start a new episode in every environment (the running ones are dropped)."""
+        self._obs = [{} for _ in self.envs]
+        for j in range(self.num_envs):
+            self._reset(j)
+
+    def _cut_running(self) -> list[EpisodeAgents]:
+        """The running episodes, cut at the fragment's end: each agent's last closed step that it has
+        not acted after yet is given the observation it led to."""
         assert self._obs is not None
-        for j, agents in enumerate(self._agents):  # the fragment ends: closed steps the agent has not acted after yet
+        for j, agents in enumerate(self._agents):
             for agent_id, agent in agents.items():
                 if agent.closed and agent.closed[-1].next_obs is None:
                     agent.closed[-1].next_obs = self.actors[agent.policy_id].observe([self._obs[j][agent_id]], False)[0]
-        trained = [agent for agent in finished + running if self.setup.policy_map.trains(agent.policy_id)]
-        columns = policy_columns(trained, lambda policy_id, steps: self.actors[policy_id].values(steps))
-        results = {}
-        for policy_id, actor in self.actors.items():
-            ended = [agent for agent in finished if agent.policy_id == policy_id]
-            batch = Batch()
-            steps = 0
-            if policy_id in columns:
-                assert actor.config is not None
-                kept = {key: columns[policy_id].pop(key) for key in list(columns[policy_id])
-                        if key in PREVIOUS or key.startswith(STATE_IN)}  # what the network read
-                cuts = columns[policy_id]["cuts"]
-                steps = len(cuts)  # the batch may hold more rows (V-trace's bootstrap rows)
-                processed = {**self.postprocess(columns[policy_id], actor.config),
-                             **{key: value for key, value in kept.items() if key in PREVIOUS}}
-                valid = processed.pop("valid").T
-                batch = Batch({key: env_major(value, valid) for key, value in processed.items()})
-                tensors = [kept[f"{STATE_IN}{k}"] for k in range(len(actor.initial_state()))]  # each [R, 1, ...]
-                if tensors:  # the sequences the learner replays: cut at each trajectory's end
-                    per_step = [[tensor[t] for tensor in tensors] for t in range(len(cuts))]
-                    batch.update(stored_states(valid, cuts.T, actor.config.model.max_seq_len, per_step))
-            delta = actor.obs_filter.pop_delta() if actor.by_hand is None else None
-            results[policy_id] = SampleResult(
-                batch, np.array([a.episode_return for a in ended], np.float32),
-                np.array([len(a.closed) for a in ended], np.int64),
-                None if delta is None else FilterStats(delta, None), steps)
-        for agent in running:
-            agent.closed = []
-        return results
+        return list(zip(self._episodes, self._agents, strict=True))
 
     def evaluate(self, weights: dict[str, np.ndarray], filters: dict[str, FilterStats | None],
                  num_episodes: int | None = None, num_steps: int | None = None,
@@ -444,20 +388,18 @@ class MultiAgentRolloutWorker:
         agents) and lengths. ``before_step`` is called before every step (environment 0's, on the
         driver's worker of one environment), so a video gets one frame per episode step."""
         self._load(weights, filters)
-        self._obs = [{} for _ in self.envs]
-        for j in range(self.num_envs):
-            self._reset(j)
-        returns: list[float] = []
-        lengths: list[int] = []
+        self._reset_all()
+        finished: list[EpisodeAgents] = []
         steps = 0
-        while (len(returns) < (num_episodes or 1)) if num_steps is None else (steps < num_steps or not returns):
+        while (len(finished) < (num_episodes or 1)) if num_steps is None else (steps < num_steps or not finished):
             if before_step is not None:
                 before_step()
-            steps += self._step_all(self.config.explore, False, [], returns, lengths)[0]
+            steps += self._step_all(self.config.explore, False, finished)[0]
         self._obs = None
         records, self._records = self._records, []
-        n = len(returns) if num_steps is not None else num_episodes or 1  # several may end on the last step
-        return np.asarray(returns[:n]), np.asarray(lengths[:n]), records[:n]
+        n = len(finished) if num_steps is not None else num_episodes or 1  # several may end on the last step
+        return (np.asarray([episode.total_reward for episode, _ in finished[:n]]),
+                np.asarray([episode.length for episode, _ in finished[:n]]), records[:n])
 
     def stop(self) -> None:
         for env in self.envs:
