@@ -11,16 +11,24 @@ The league is the rule of RLlib's ``self_play_with_open_spiel.py``, with the thr
   that picks uniformly among the legal columns;
 - whenever ``main`` has beaten the newest opponent in at least ``--win-rate-threshold`` (85 %) of
   their last games, a frozen copy of ``main`` joins as ``main_v1``, ``main_v2``, ...
-  (``algo.add_policy`` with ``main``'s weights), and from then on ``main`` meets a snapshot
-  chosen by the episode's random id;
+  (``algo.add_policy`` with ``main``'s weights), and from then on ``main`` meets an opponent of
+  the league chosen by the episode's random id;
 - ``main`` takes either seat: ``episode.episode_id % 2`` says which, as in RLlib's example.
+
+One change to RLlib's rule: ``random`` stays in the league. RLlib's example drops it once the
+first snapshot joins, and ``main``, meeting only copies of itself, forgets how to punish random
+moves; here ``random`` keeps ``--random-share`` of ``main``'s games (25 %). Measured with seed 0
+and 1.2M steps, in this process, the final 200 games against ``random``: RLlib's rule won 92.0 %,
+``random`` as one opponent among the snapshots (1 game in 12 at the end) 93.5 %, a share of 50 %
+96.0 %, of 25 % 98.5 % (seeds 1 and 2: 96.0 % and 94.0 %); 40 iterations (160k steps)
+against ``random`` alone won 98.5 %.
 
 Only ``main`` is trained (``policies_to_train=["main"]``); the snapshots and the random policy
 act and never change. At the end ``main`` plays greedily against the random policy as the
 first and as the second player, and the script prints its win rate.
 
     python examples/multi_agent_self_play.py                    # a small run, in this process
-    python examples/multi_agent_self_play.py --stop-iters 300 --stop-timesteps 2000000 --workers 2
+    python examples/multi_agent_self_play.py --stop-iters 400 --stop-timesteps 1200000  # about 6 minutes
 """
 
 from __future__ import annotations
@@ -59,17 +67,22 @@ def versus_random(agent_id: str, episode: Any, worker: Any, **kwargs: Any) -> st
 
 
 @dataclass(frozen=True)
-class VersusSnapshots:
-    """The mapping once the league has snapshots: ``main`` in the seat the episode's id says, and
-    one of the snapshots (picked by the id's other bits) in the other. A new one is made for each
-    snapshot added, so workers that hold a copy never see it change under them."""
+class VersusLeague:
+    """The mapping once the league has snapshots: ``main`` in the seat the episode's id says, and in
+    the other ``random`` in a ``random_share`` of the episodes, else one of the ``snapshots`` (the
+    id's other bits pick). A new one is made for each snapshot added, so workers that hold a copy
+    never see it change under them."""
 
     snapshots: tuple[str, ...]
+    random_share: float
 
     def __call__(self, agent_id: str, episode: Any, worker: Any, **kwargs: Any) -> str:
         if episode.episode_id % 2 == seat(agent_id):
             return "main"
-        return self.snapshots[(episode.episode_id // 2) % len(self.snapshots)]
+        draw = episode.episode_id // 2
+        if (draw % 1000) < self.random_share * 1000:
+            return "random"
+        return self.snapshots[(draw // 1000) % len(self.snapshots)]
 
 
 def win_rate(result: dict[str, Any], opponent: str) -> tuple[float, int]:
@@ -115,6 +128,8 @@ def main() -> None:
     parser.add_argument("--minibatch", type=int, default=256, help="PPO's SGD minibatch")
     parser.add_argument("--workers", type=int, default=0, help="Ray rollout workers (0: in this process)")
     parser.add_argument("--envs-per-worker", type=int, default=8)
+    parser.add_argument("--random-share", type=float, default=0.25,
+                        help="the share of main's games against the random policy once the league has snapshots")
     parser.add_argument("--eval-games", type=int, default=200, help="games against the random policy at the end")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
@@ -145,8 +160,8 @@ def main() -> None:
                 newest = f"main_v{len(snapshots) + 1}"
                 snapshots += (newest,)
                 algo.add_policy(newest, policy_state={"weights": algo.get_policy("main").get_weights()},
-                                policy_mapping_fn=VersusSnapshots(snapshots), policies_to_train=["main"])
-                print(f"added {newest}: the league is main against {', '.join(snapshots)}", flush=True)
+                                policy_mapping_fn=VersusLeague(snapshots, args.random_share), policies_to_train=["main"])
+                print(f"added {newest}: the league is main against random, {', '.join(snapshots)}", flush=True)
             if r["training_iteration"] >= args.stop_iters or r["timesteps_total"] >= args.stop_timesteps:
                 break
         rate = play_against_random(algo, args.eval_games, args.seed)

@@ -118,6 +118,6 @@ def test_multi_agent_self_play_adds_snapshots_and_evaluates_main():
     # a threshold of 0 adds a snapshot after every iteration, and the next one plays main against it
     assert [opponent for _, _, opponent, _, _ in rows] == ["random", "main_v1", "main_v2"], out.stdout
     assert all(int(games) >= 1 for *_, games in rows), out.stdout
-    assert re.search(r"^added main_v3: the league is main against main_v1, main_v2, main_v3$", out.stdout, re.M)
+    assert re.search(r"^added main_v3: the league is main against random, main_v1, main_v2, main_v3$", out.stdout, re.M)
     assert re.search(r"^main against the random policy: won \d+\.\d% of 4 games \(league of 3 snapshots, 768 "
                      r"steps\)$", out.stdout, re.M), out.stdout
