@@ -8,7 +8,7 @@ steps per second as a fraction of the raw vector environment's). Runs alternate 
 checkouts, seed by seed, so the machine's drift hits both alike; each is a fresh process.
 The local engine is deterministic for a seed: equal steps mean the same training. With
 ``--presets NAME=STEPS ...`` each preset also trains for that many environment steps on the
-local engine (seed 0), and the table gives the mean return of the last 100 episodes at the end:
+local engine (seed 0; ``NAME=STEPS@ray`` on Ray), and the table gives the mean return of the last 100 episodes at the end:
 equal where the algorithm's training is unchanged (Ape-X's, asynchronous, is not reproducible).
 
     git worktree add --detach /tmp/before cc2d653
@@ -54,12 +54,12 @@ def train(tree: Path, engine: str, seed: int) -> tuple[int, float, float]:
     return int(found[2]), float(found[3]), total
 
 
-def preset(tree: Path, name: str, steps: int) -> tuple[int, float, float, float]:
+def preset(tree: Path, name: str, steps: int, engine: str) -> tuple[int, float, float, float]:
     """Env steps, seconds of training, seconds of the process, and the last mean return of preset
-    ``name`` trained for ``steps`` environment steps on the local engine."""
+    ``name`` trained for ``steps`` environment steps on ``engine``."""
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as runs:
-        out = volley(tree, "train", "--preset", name, "--engine", "local", "--seed", "0", "--max-timesteps",
+        out = volley(tree, "train", "--preset", name, "--engine", engine, "--seed", "0", "--max-timesteps",
                      str(steps), cwd=runs)
         total = time.perf_counter() - start
         last = json.loads(next(Path(runs).glob("runs/*/progress.jsonl")).read_text().splitlines()[-1])
@@ -85,9 +85,9 @@ def main() -> None:
     parser.add_argument("before", type=Path, help="the checkout before the change")
     parser.add_argument("after", type=Path, help="the checkout after it")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--engines", nargs="+", default=["local", "ray"])
-    parser.add_argument("--presets", nargs="*", default=[], metavar="NAME=STEPS",
-                        help="presets to train for STEPS env steps on the local engine, seed 0")
+    parser.add_argument("--engines", nargs="*", default=["local", "ray"])
+    parser.add_argument("--presets", nargs="*", default=[], metavar="NAME=STEPS[@ENGINE]",
+                        help="presets to train for STEPS env steps, seed 0, on the local engine unless ENGINE")
     parser.add_argument("--sampler-env", action="append", default=None,
                         help="environments for volley bench sampler (repeatable; default CartPole-v1)")
     parser.add_argument("--sampler-rounds", type=int, default=3)
@@ -112,9 +112,10 @@ def main() -> None:
         print("\n| preset | before: steps, train s, process s, return | after: steps, train s, process s, return |")
         print("| --- | --- | --- |")
     for entry in args.presets:
-        name, steps = entry.split("=")
-        cells = [preset(tree, name, int(steps)) for tree in trees.values()]
-        print(f"| {name} | " + " | ".join(f"{s:,}, {t:.1f}, {w:.1f}, {r:.2f}" for s, t, w, r in cells) + " |", flush=True)
+        name, budget = entry.split("=")
+        steps, _, engine = budget.partition("@")
+        runs = [preset(tree, name, int(steps), engine or "local") for tree in trees.values()]
+        print(f"| {name} | " + " | ".join(f"{s:,}, {t:.1f}, {w:.1f}, {r:.2f}" for s, t, w, r in runs) + " |", flush=True)
     for env in args.sampler_env or ["CartPole-v1"]:
         ratios: dict[str, list[float]] = {name: [] for name in trees}
         for _ in range(args.sampler_rounds):
