@@ -67,6 +67,7 @@ class VolleyTrainable(tune.Trainable):
     # as a rollout worker's recipe carries them
     callbacks_classes: ClassVar[dict[str, type[DefaultCallbacks]]] = {}
     user_objects: ClassVar[dict[str, dict[str, Any]]] = {}
+    algorithm_class: ClassVar[type[Algorithm] | None] = None  # the class given (a user's subclass); else the config's
 
     @classmethod
     def algorithm_config(cls, params: dict[str, Any]) -> AlgorithmConfig:
@@ -99,7 +100,8 @@ class VolleyTrainable(tune.Trainable):
             for kind, objects in given["named"].items():
                 for name, user_object in objects.items():
                     NAMED[kind].register(name, user_object)
-        self.algo: Algorithm = self.algorithm_config(config).build()
+        trial = self.algorithm_config(config)
+        self.algo: Algorithm = trial.build() if self.algorithm_class is None else self.algorithm_class(trial)
         self.algo.results_dir = self.trial_dir  # render_env's videos, save()'s checkpoints
         self.logger = ResultLogger(Path(self.trial_dir), tensorboard=False, out=None)
 
@@ -136,10 +138,13 @@ def trainable(algo: str | type[Algorithm] | AlgorithmConfig) -> type[VolleyTrain
     name = f"Volley{type(base).__name__.removesuffix('Config')}"
     callbacks = classes_named(base.callbacks_class)
     user_objects = user_objects_of(base)
+    if isinstance(algo, type):
+        ship_by_value(algo)  # a user's subclass, defined in a script or a test file
     for user_object in callbacks.values():
         ship_by_value(user_object)
     return type(name, (VolleyTrainable,), {"base_config": base.to_dict(), "config_class": type(base),
-                                           "callbacks_classes": callbacks, "user_objects": user_objects})
+                                           "callbacks_classes": callbacks, "user_objects": user_objects,
+                                           "algorithm_class": algo if isinstance(algo, type) else None})
 
 
 def user_objects_of(config: AlgorithmConfig) -> dict[str, dict[str, Any]]:
@@ -167,8 +172,8 @@ def register_rllib_names() -> None:
     so ``tune.Tuner("PPO", param_space=config)`` runs as RLlib's docs spell it; and volley's configs
     as a ``param_space`` (Tune takes RLlib's configs through their ``to_dict()``). Done when this
     module is imported, which ``volley`` does as a script that imported Ray takes a config class,
-    an algorithm or ``get_trainable_cls`` from it. Tune takes an algorithm *class* only where it subclasses ``tune.Trainable``,
-    which volley's cannot (no algorithm imports Ray): ``trainable(PPO)`` is that class."""
+    an algorithm or ``get_trainable_cls`` from it. An algorithm *class* given to Tune becomes its
+    :func:`trainable` in :func:`take_algorithm_classes`."""
     for name in ALGORITHMS:
         tune.register_trainable(name.upper(), trainable(name), warn=False)
     for rllib_name, name in RLLIB_NAMES.items():
@@ -179,7 +184,31 @@ def register_rllib_names() -> None:
         _Config.register(AlgorithmConfig)
 
 
+def take_algorithm_classes() -> None:
+    """Tune takes a class only where it subclasses ``tune.Trainable``, which volley's algorithms cannot
+    (no algorithm imports Ray), yet RLlib's scripts hand Tune the class: ``tune.Tuner(PPO, ...)``,
+    ``tune.run(MyPPO, ...)``. Every trainable Tune is given passes through ``register_trainable``
+    (``Experiment`` names and registers it there), so that is where a volley algorithm class
+    becomes its :func:`trainable`; anything else goes on to Tune's own."""
+    import ray.tune.experiment.experiment as experiment
+    import ray.tune.registry as registry
+
+    volley_trainable = trainable
+    tunes = registry.register_trainable
+    if getattr(tunes, "takes_volley_algorithms", False):
+        return
+
+    def register_trainable(name: str, trainable: Any, warn: bool = True) -> Any:  # Tune's signature
+        if isinstance(trainable, type) and issubclass(trainable, Algorithm):
+            trainable = volley_trainable(trainable)
+        return tunes(name, trainable, warn)
+
+    register_trainable.takes_volley_algorithms = True  # type: ignore[attr-defined]
+    registry.register_trainable = experiment.register_trainable = tune.register_trainable = register_trainable
+
+
 register_rllib_names()
+take_algorithm_classes()
 # Tune's registry lives in the Ray session: a later one (ray.shutdown, then ray.init) gets the names
 # again through the hook Tune itself re-registers with
 ray._private.worker._post_init_hooks.append(register_rllib_names)

@@ -76,6 +76,35 @@ def test_a_tune_function_trial_builds_ppo_within_its_request_and_steps_the_local
     assert (metrics["eval_reward"], metrics["obs_size"]) == (1.0, 4)  # CartPole's reward and observation
 
 
+class MarkedPPO(PPO):
+    """A user's subclass, as RLlib's scripts define one and hand Tune (centralized_critic.py)."""
+
+    def train(self) -> dict[str, typing.Any]:
+        return {**super().train(), "marked": 1}
+
+
+@pytest.mark.parametrize("algorithm", [PPO, MarkedPPO])
+def test_tune_takes_a_volley_algorithm_class_as_rllibs_scripts_hand_it(algorithm, ray_session, tmp_path):
+    """``tune.Tuner(PPO, ...)`` with volley's class (Tune takes only ``Trainable`` subclasses, and
+    raised "Second argument must be convertable to Trainable"); a user's subclass trains as itself."""
+    config = (PPOConfig().environment("CartPole-v1").rollouts(num_rollout_workers=0)
+              .training(train_batch_size=128, sgd_minibatch_size=64, num_sgd_iter=1))
+    grid = tune.Tuner(algorithm, param_space=config.to_dict(),
+                      run_config=tune.RunConfig(stop={"training_iteration": 2}, storage_path=str(tmp_path),
+                                                verbose=0)).fit()
+    assert grid[0].error is None, grid[0].error
+    metrics = grid[0].metrics
+    assert metrics.get("marked") == (1 if algorithm is MarkedPPO else None)
+    here = algorithm(config.copy())  # the same run in this process: volley's PPO, seeded alike
+    try:
+        expected = [here.train() for _ in range(2)][-1]
+    finally:
+        here.stop()
+    assert metrics["training_iteration"] == 2
+    assert (metrics["timesteps_total"], metrics["episode_reward_mean"]) == (
+        expected["timesteps_total"], expected["episode_reward_mean"])
+
+
 def test_a_worker_group_without_an_algorithm_names_what_local_worker_needs():
     from volley.engines import make_worker_group
 
