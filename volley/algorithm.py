@@ -39,13 +39,20 @@ class Algorithm(Learner):
                 workers: Any = None) -> Algorithm:
         """A run of this algorithm; on a multi-agent environment, or with ``config.multi_agent(policies=...)``,
         a :class:`~volley.learner.multi_agent.MultiAgent` one (still an instance of this class)."""
-        policy_class = cls.get_default_policy_class(cls.get_default_config() if config is None else config)
-        if policy_class is not None:
-            check_rllib_policy_class(policy_class, cls.config_class.algo_name,
-                                     f"{cls.__name__}.get_default_policy_class()")
+        cls.check_policy_class(cls.get_default_config() if config is None else config)
         if workers is None and not issubclass(cls, MultiAgent) and is_multi_agent(config, env):
             cls = multi_agent_class(cls)  # type: ignore[assignment]
         return super().__new__(cls)
+
+    @classmethod
+    def check_policy_class(cls, config: AlgorithmConfig | dict[str, Any]) -> None:
+        """A ConfigError in one line if :meth:`get_default_policy_class` names a policy class volley
+        cannot train as it is (its own loss or postprocessing): before a run, or before Tune starts
+        a trial of this class (a trial's error would reach the script only as Tune reports it)."""
+        policy_class = cls.get_default_policy_class(config)
+        if policy_class is not None:
+            check_rllib_policy_class(policy_class, cls.config_class.algo_name,
+                                     f"{cls.__name__}.get_default_policy_class()")
 
     @classmethod
     def get_default_policy_class(cls, config: AlgorithmConfig | dict[str, Any]) -> type | None:

@@ -133,6 +133,7 @@ def trainable(algo: str | type[Algorithm] | AlgorithmConfig) -> type[VolleyTrain
     (``PPO``) or a config to start from."""
     if isinstance(algo, type):
         base = algo.get_default_config()
+        algo.check_policy_class(base)
     else:
         base = get_config_class(algo)() if isinstance(algo, str) else algo.copy()
     name = f"Volley{type(base).__name__.removesuffix('Config')}"

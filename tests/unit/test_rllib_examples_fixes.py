@@ -105,6 +105,29 @@ def test_tune_takes_a_volley_algorithm_class_as_rllibs_scripts_hand_it(algorithm
         expected["timesteps_total"], expected["episode_reward_mean"])
 
 
+def test_tune_refuses_a_subclass_with_its_own_rllib_policy_before_any_trial_starts(ray_session, tmp_path):
+    """centralized_critic.py hands Tune a PPO subclass whose policy has its own loss: refused in the
+    script's process in one line (in its trial, under ``ray.init(local_mode=True)``, Ray 2.9's Tune
+    waited forever on the dead trial)."""
+    from ray.rllib.algorithms.ppo import PPOTorchPolicy
+
+    class CentralizedLoss(PPOTorchPolicy):
+        def loss(self, model, dist_class, train_batch):  # type: ignore[no-untyped-def]
+            return super().loss(model, dist_class, train_batch)
+
+    class CentralizedCritic(PPO):
+        @classmethod
+        def get_default_policy_class(cls, config: typing.Any) -> type:
+            return CentralizedLoss
+
+    config = PPOConfig().environment("CartPole-v1").rollouts(num_rollout_workers=0)
+    with pytest.raises(ConfigError, match=r"^CentralizedCritic.get_default_policy_class\(\) is .*CentralizedLoss, "
+                                          r"which overrides loss of RLlib's PPOTorchPolicy"):
+        tune.Tuner(CentralizedCritic, param_space=config.to_dict(),
+                   run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0)).fit()
+    assert not list(tmp_path.rglob("result.json"))  # no trial ran
+
+
 def test_a_worker_group_without_an_algorithm_names_what_local_worker_needs():
     from volley.engines import make_worker_group
 
