@@ -50,12 +50,13 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import time
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from fresh_process import run_fresh
 
 STARTED = time.time()  # a child's start: wall times include imports and Ray's start-up
 ENV = "multi_agent_cartpole"
@@ -219,10 +220,7 @@ def learning_child(library: str, shape: dict[str, int], seed: int, max_env_steps
 
 
 def child(python: str, spec: dict[str, Any]) -> dict[str, Any]:
-    out = subprocess.run([python, __file__, "child", json.dumps(spec)], capture_output=True, text=True)
-    if out.returncode != 0:
-        raise SystemExit(f"benchmarks/multi_agent.py child {spec} failed:\n{out.stderr[-3000:]}")
-    report = json.loads(out.stdout.strip().splitlines()[-1])
+    report = run_fresh(python, __file__, spec)
     print(f"# {spec['library']} {spec['kind']} {spec.get('seed', '')}: {report}", file=sys.stderr, flush=True)
     return report
 

@@ -49,12 +49,13 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import time
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from fresh_process import run_fresh
 
 STARTED = time.time()  # a child's start: wall times include imports and the build
 ENV = "simple_spread"
@@ -173,10 +174,7 @@ def learning_child(library: str, seed: int, budget: int) -> dict[str, Any]:
 
 
 def child(python: str, spec: dict[str, Any]) -> dict[str, Any]:
-    out = subprocess.run([python, __file__, "child", json.dumps(spec)], capture_output=True, text=True)
-    if out.returncode != 0:
-        raise SystemExit(f"benchmarks/multi_agent_spread.py child {spec} failed:\n{out.stderr[-3000:]}")
-    report: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    report = run_fresh(python, __file__, spec)
     print(f"# {spec['library']} seed {spec['seed']}: {({k: v for k, v in report.items() if k != 'curve'})}",
           file=sys.stderr, flush=True)
     return report
