@@ -242,7 +242,7 @@ def model_name(use_lstm: bool) -> str:
     return "LSTM" if use_lstm else "feed-forward"
 
 
-def table(reports: list[dict[str, Any]], libraries: list[str]) -> None:
+def table(reports: list[dict[str, Any]], libraries: list[str], models: list[bool]) -> None:
     print("\n| policy | library | seed | env steps to 5 (wall s) | env steps to 6 (wall s) | mean at the cap | "
           "env steps | wall s | training s |")
     print("| --- |" + " --- |" * 8)
@@ -252,7 +252,7 @@ def table(reports: list[dict[str, Any]], libraries: list[str]) -> None:
         print(f"| {model_name(r['use_lstm'])} | {r['library']} | {r['seed']} | {cells[0]} | {cells[1]} | "
               f"{r['final_mean']:.2f} | {r['env_steps']:,} | {r['wall_s']} | {r['train_s']} |")
     print()
-    for use_lstm in (False, True):
+    for use_lstm in models:
         for library in libraries:
             runs = [r for r in reports if r["use_lstm"] == use_lstm and r["library"] == library]
             print(f"{model_name(use_lstm)}, {library}: median mean return at the cap "
@@ -270,18 +270,21 @@ def main() -> None:
                         help="rllib-old: RLlib 2.60 on its old API stack")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds, libraries interleaved")
     parser.add_argument("--max-env-steps", type=int, default=200_000, help="the step cap of every run")
+    parser.add_argument("--models", nargs="+", choices=["feed-forward", "lstm"], default=["feed-forward", "lstm"],
+                        help="the learned policy's models to run")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write every run's report and the settings")
     parser.add_argument("--quick", action="store_true", help=f"a smoke run: seed 0, {QUICK_STEPS:,} env steps")
     args = parser.parse_args()
     if args.quick:
         args.seeds, args.max_env_steps = [0], QUICK_STEPS
+    models = [model == "lstm" for model in args.models]
     ray_version = metadata.version("ray")  # the parent imports neither library
     print(f"volley beside RLlib {ray_version} ({', '.join(args.libraries)}); rps_v2 against RLlib's two heuristics; "
           f"PPO {PPO}, value loss {VALUE_LOSS}, model {MODEL}, sampling {SAMPLING} in-process, smoothing "
           f"{SMOOTHING} episodes; seeds {args.seeds}, {args.max_env_steps:,} env steps")
     reports = [child({"library": library, "seed": seed, "use_lstm": use_lstm, "max_env_steps": args.max_env_steps})
-               for use_lstm in (False, True) for seed in args.seeds for library in args.libraries]
-    table(reports, args.libraries)
+               for use_lstm in models for seed in args.seeds for library in args.libraries]
+    table(reports, args.libraries, models)
     if args.json is not None:
         args.json.write_text(json.dumps({"ray": ray_version, "ppo": PPO, "value_loss": VALUE_LOSS, "model": MODEL,
                                          "sampling": SAMPLING, "smoothing": SMOOTHING, "runs": reports},
