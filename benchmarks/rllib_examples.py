@@ -26,6 +26,9 @@ Each script runs in its own process with short stop flags (``--stop-iters 2 --st
 ``Algorithm.train`` ran, RLlib's never did, no Tune trial errored, something printed), ``fail``
 (the first root-cause line of the output), ``timeout``, ``ray-2.60`` (it uses what the Ray installed
 removed), ``script`` (a bug of the script's own, which fails it on RLlib 2.9 too), or ``n/a`` with the reason.
+``--rllib`` runs the scripts unchanged on RLlib itself (``--python``: an environment with
+``ray[rllib]==2.9.3``), where ``ok`` means RLlib's ``Algorithm.train`` ran: which scripts RLlib
+itself runs under the same flags.
 
 ``--python`` runs the scripts (and reads ``volley.__all__``) with another interpreter: this checkout's
 volley comes first on its path whatever that interpreter has installed. RESULTS.md keeps one table per
@@ -126,19 +129,24 @@ MOVED = {"ray.rllib.utils.deprecation": "ray._common.deprecation"}
 # What NumPy 2 (installed; RLlib 2.9 ran on NumPy 1) removed that the 2.9 helpers call: NumPy 1's alias
 # of a function it kept (models/shared_weights_model.py and batch_norm_model.py size layers with np.product)
 NUMPY_1 = {"product": "prod"}
-# A script's own bug, which fails it on RLlib 2.9 as well: the line of its source that fails
+# A script's own bug, which fails it on RLlib 2.9.3 as well (``--rllib`` runs it there): the line of
+# its output that shows it
 SCRIPT_OWN = {
-    'np.log10(train_results["episode_reward_mean"])':
-        "its curriculum_fn takes log10 of episode_reward_mean, 0 when no episode of an iteration reached "
-        "FrozenLake's goal (about 1 random-walk episode in 100 does). RLlib 2.9 averages the same way, but its "
-        "PPO's 4,000-step iterations (about 260 episodes; means of 0.011 to 0.032 with seeds 0 to 3) seldom see "
-        "none; volley's default 2,048 steps (about 120 episodes) saw none with seed 0",
     "callbacks=[LegacyLoggerCallback(MyPrintLogger)]":
         "it gives Tune LegacyLoggerCallback(MyPrintLogger), one class where Ray 2.9.3's Tune takes a list of "
-        "them, before any trial starts (so with RLlib 2.9.3 too)",
+        "them, before any trial starts (RLlib 2.9.3 itself fails the same way)",
     "URI has empty scheme: 'saved_models'":
         "its RunConfig(local_dir='saved_models') is a relative path, which Ray 2.9.3's Tune refuses before "
-        "any trial starts (so with RLlib 2.9.3 too)",
+        "any trial starts (RLlib 2.9.3 itself fails the same way)",
+}
+# A script that relies on one of RLlib's default values, which volley's defaults are not
+# (docs/rllib.md): it fails on volley, and the line says what the script would have to set
+RLLIB_DEFAULTS = {
+    'np.log10(train_results["episode_reward_mean"])':
+        "its curriculum_fn takes log10 of episode_reward_mean, 0 when no episode of an iteration reached "
+        "FrozenLake's goal (about 1 random-walk episode in 100 does); RLlib's default PPO batch of 4,000 steps "
+        "(about 260 episodes; means of 0.011 to 0.032 with seeds 0 to 3) seldom sees none, volley's 2,048 steps "
+        "(about 120 episodes) saw none with seed 0; it runs with .training(train_batch_size=4000)",
 }
 
 # Runs first in every Python process of a script's run (Ray's workers and Tune's trials too): the
@@ -301,6 +309,7 @@ def arguments(name: str, source: str) -> list[str]:
     return args + EXTRA_ARGS.get(name, [])
 
 
+NAMES = {"volley": "volley", "rllib": "RLlib"}
 WRAPPERS = re.compile(r"^(ray\.\S*(RayTaskError|RayActorError|TuneError)|\S*TuneError|ray\.exceptions\.)")
 
 
@@ -314,32 +323,39 @@ def root_cause(output: str) -> str:
     return picked[:300]
 
 
-def classify(name: str, kind: str, code: int | None, out: str, err: str, trains: list[str], seconds: float) -> Row:
-    """One run as a row of the table (``code`` None: it ran past its timeout)."""
+def classify(name: str, kind: str, code: int | None, out: str, err: str, trains: list[str], seconds: float,
+             library: str = "volley") -> Row:
+    """One run as a row of the table (``code`` None: it ran past its timeout); ``library`` is the one
+    whose ``Algorithm.train`` must have run (``"rllib"``: the scripts unchanged, on RLlib itself)."""
     if code is None:
         return Row(name, kind, "timeout", f"no exit after {seconds:.0f} s", seconds)
     owners = {line.split()[0] for line in trains}
     errored = re.search(r"Number of errored trials: ([1-9]\d*)|Trials did not complete|ERROR\s+\|", out + err)
     removed = [why for sign, why in RAY_260.items() if sign in out + err]
     own = [why for sign, why in SCRIPT_OWN.items() if sign in out + err]
+    defaults = [why for sign, why in RLLIB_DEFAULTS.items() if sign in out + err]
     if code != 0 or errored:
         cause = root_cause(err + out)
         if own:
             return Row(name, kind, "script", f"{own[0]}: {cause}", seconds)
+        if defaults:
+            return Row(name, kind, "fail", f"{defaults[0]}: {cause}", seconds)
         return Row(name, kind, "ray-2.60" if removed else "fail",
                    f"{removed[0]}: {cause}" if removed else cause, seconds)
-    if "rllib" in owners:
-        return Row(name, kind, "fail", "RLlib's Algorithm.train ran, not volley's", seconds)
-    if "volley" not in owners:
-        return Row(name, kind, "fail", "volley's Algorithm.train never ran", seconds)
+    other, shown = ("rllib", "volley") if library == "volley" else ("volley", "rllib")
+    if other in owners:
+        return Row(name, kind, "fail", f"{NAMES[other]}'s Algorithm.train ran, not {NAMES[shown]}'s", seconds)
+    if shown not in owners:
+        return Row(name, kind, "fail", f"{NAMES[shown]}'s Algorithm.train never ran", seconds)
     if not out.strip():
         return Row(name, kind, "fail", "exited 0 but printed nothing", seconds)
-    return Row(name, kind, "ok", f"{len(trains)} volley train() calls", seconds)
+    return Row(name, kind, "ok", f"{len(trains)} {NAMES[shown]} train() calls", seconds)
 
 
-def run(name: str, tree: Path, exported: set[str], timeout: float, python: str = sys.executable) -> Row:
+def run(name: str, tree: Path, exported: set[str], timeout: float, python: str = sys.executable,
+        library: str = "volley") -> Row:
     """Run one script, rewritten, in its own process (and process group) under its stop flags, with
-    the interpreter ``python``."""
+    the interpreter ``python`` (``library="rllib"``: unchanged, ``exported`` empty, on RLlib itself)."""
     kind = "n/a" if name in NOT_APPLICABLE else "multi-agent" if name in MULTI_AGENT else "single-agent"
     if name in NOT_APPLICABLE:
         return Row(name, kind, "n/a", NOT_APPLICABLE[name])
@@ -365,10 +381,11 @@ def run(name: str, tree: Path, exported: set[str], timeout: float, python: str =
             end_processes(f"VOLLEY_SUITE_LOG={log}")  # the script and Ray's processes it left behind
         if code is None:
             out, err = process.communicate()
-        logs = LOGS / f"ray-{ray_version(python)}"
+        logs = LOGS / f"{'rllib' if library == 'rllib' else 'ray'}-{ray_version(python)}"
         logs.mkdir(parents=True, exist_ok=True)
         (logs / f"{name}.log").write_text(f"{out}\n--- stderr ---\n{err}")
-        return classify(name, kind, code, out, err, log.read_text().splitlines(), time.monotonic() - start)
+        return classify(name, kind, code, out, err, log.read_text().splitlines(), time.monotonic() - start,
+                        library)
 
 
 def end_processes(marker: str) -> None:
@@ -397,19 +414,19 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-def merged(rows: list[Row], ray: str) -> list[Row]:
+def merged(rows: list[Row], ray: str, library: str = "volley") -> list[Row]:
     """``rows`` with the rows RESULTS.md holds under Ray ``ray`` for the scripts not run now (a run of
     a few scripts updates their rows only), in the order of the scripts' names."""
     earlier = {}
-    for line in _tables(RESULTS.read_text())[2].get(_subsection(ray), "").splitlines():
+    for line in _tables(RESULTS.read_text())[2].get(_subsection(ray, library), "").splitlines():
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
         if len(cells) == 5 and cells[1] in ("single-agent", "multi-agent", "n/a"):
             earlier[cells[0]] = Row(cells[0], cells[1], cells[2], cells[3], float(cells[4]))
     return sorted({**earlier, **{row.script: row for row in rows}}.values(), key=lambda row: row.script)
 
 
-def _subsection(ray: str) -> str:
-    return f"### Under Ray {ray}"
+def _subsection(ray: str, library: str = "volley") -> str:
+    return f"### Under Ray {ray}" if library == "volley" else f"### RLlib {ray} itself (the scripts unchanged)"
 
 
 def _tables(results: str) -> tuple[int, int, dict[str, str]]:
@@ -419,26 +436,28 @@ def _tables(results: str) -> tuple[int, int, dict[str, str]]:
         return len(results), len(results), {}
     end = results.find("\n## ", start + len(SECTION))
     end = len(results) if end == -1 else end + 1
-    found = re.findall(r"^(### Under Ray \S+)\n(.*?)(?=^### |\Z)", results[start:end], re.MULTILINE | re.DOTALL)
+    found = re.findall(r"^(### (?:Under Ray \S+|RLlib \S+ itself.*))\n(.*?)(?=^### |\Z)", results[start:end], re.MULTILINE | re.DOTALL)
     return start, end, dict(found)
 
 
-def write_results(text: str, ray: str, python: str) -> None:
+def write_results(text: str, ray: str, python: str, library: str = "volley") -> None:
     """Put ``text``, the table of a run under Ray ``ray``, into RESULTS.md's section for this suite,
     in place of an earlier run's under the same version (another version's table stays)."""
     command = "python benchmarks/rllib_examples.py --write-results"
     command += f" --python {python}" if python != sys.executable else ""
+    command += " --rllib" if library == "rllib" else ""
     results = RESULTS.read_text()
     start, end, tables = _tables(results)
-    tables[_subsection(ray)] = f"\nMeasured with `{command}`.\n\n{text}\n\n"
+    tables[_subsection(ray, library)] = f"\nMeasured with `{command}`.\n\n{text}\n\n"
     intro = (f"{SECTION}\n\nStop flags `--stop-iters 2 --stop-timesteps 2000`; the seconds are wall time "
              "on a shared 2-core machine, a guide only. `ok`: volley's `Algorithm.train` ran (RLlib's never "
              "did), exit 0, no Tune trial errored; `ray-2.60`: the script uses what Ray 2.60 removed, so it "
-             "fails there whatever library trains; `script`: a bug of the script's own fails it, as on RLlib "
-             "2.9. Under Ray 2.60, what it moved unchanged and NumPy 1's `np.product` are found under their "
+             "fails there whatever library trains; `script`: a bug of the script's own fails it, on RLlib "
+             "2.9.3 itself too (the table `RLlib 2.9.3 itself`: the scripts unchanged, with `--rllib`, where `ok` "
+             "means RLlib's `Algorithm.train` ran). Under Ray 2.60, what it moved unchanged and NumPy 1's `np.product` are found under their "
              "2.9 names. The scripts were written for Ray 2.9.3; how to make an environment with it beside "
              "volley: the docstring of `benchmarks/rllib_examples.py`.\n\n")
-    by_version = sorted(tables.items(), key=lambda item: [int(n) for n in re.findall(r"\d+", item[0])])
+    by_version = sorted(tables.items(), key=lambda item: ([int(n) for n in re.findall(r"\d+", item[0])], "itself" in item[0]))
     section = intro + "".join(f"{title}\n{body}" for title, body in by_version)
     after = "\n" + results[end:] if end < len(results) else ""
     RESULTS.write_text(results[:start].rstrip("\n") + "\n\n" + section.rstrip("\n") + "\n" + after)
@@ -452,6 +471,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--python", default=sys.executable,
                         help="the interpreter that runs the scripts (another Ray: its virtual environment's)")
     parser.add_argument("--write-results", action="store_true", help="write the table into benchmarks/RESULTS.md")
+    parser.add_argument("--rllib", action="store_true",
+                        help="run the scripts unchanged on RLlib itself (--python: an environment with ray[rllib]==2.9.3)")
     args = parser.parse_args(argv)
     tree = fetch()
     every = sorted(p.stem for p in (tree / EXAMPLES).glob("*.py") if p.stem != "__init__")
@@ -459,16 +480,17 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(names) - set(every))
     if unknown:
         parser.error(f"no RLlib 2.9.3 example named {unknown[0]!r}")
-    exported, ray = volley_names(args.python), ray_version(args.python)
+    library = "rllib" if args.rllib else "volley"
+    exported, ray = (set() if args.rllib else volley_names(args.python)), ray_version(args.python)
     print(f"Ray {ray} ({args.python})", flush=True)
     rows = []
     for name in names:
-        rows.append(run(name, tree, exported, args.timeout, args.python))
+        rows.append(run(name, tree, exported, args.timeout, args.python, library))
         row = rows[-1]
         print(f"{row.script:50s} {row.status:8s} {row.seconds:5.0f} s  {row.detail}", flush=True)
     print(table(rows))
     if args.write_results:
-        write_results(table(merged(rows, ray)), ray, args.python)
+        write_results(table(merged(rows, ray, library)), ray, args.python, library)
     return 0 if all(r.status in ("ok", "n/a") for r in rows) else 1
 
 

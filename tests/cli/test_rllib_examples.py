@@ -57,7 +57,22 @@ def test_a_run_counts_as_ok_only_when_volley_trained_and_no_trial_errored():
     assert rllib_examples.classify("s", "single-agent", None, "", "", [], 30).status == "timeout"
     own = rllib_examples.classify("s", "single-agent", 1, "", '    new_task = int(np.log10(train_results["episode_reward_'
                                   'mean"]) + 2.1)\nOverflowError: cannot convert float infinity to integer\n', volley, 1)
-    assert own.status == "script" and own.detail.endswith(": OverflowError: cannot convert float infinity to integer")
+    assert own.status == "fail" and own.detail.endswith(": OverflowError: cannot convert float infinity to integer")
+    assert "train_batch_size=4000" in own.detail  # RLlib's default, which the script relies on
+    tune = rllib_examples.classify("s", "single-agent", 1, "", "callbacks=[LegacyLoggerCallback(MyPrintLogger)]\n"
+                                   "TypeError: 'ABCMeta' object is not iterable\n", [], 1)
+    assert tune.status == "script" and "RLlib 2.9.3 itself fails the same way" in tune.detail
+
+
+def test_a_run_on_rllib_itself_counts_as_ok_only_when_rllib_trained():
+    """``--rllib`` runs the scripts unchanged on RLlib 2.9.3, to tell a script that fails on volley
+    from one that fails on RLlib too: there volley's train must not have run, and RLlib's must have."""
+    ok = rllib_examples.classify("s", "single-agent", 0, "done\n", "", ["rllib PPO"], 1, "rllib")
+    assert (ok.status, ok.detail) == ("ok", "1 RLlib train() calls")
+    assert rllib_examples.classify("s", "single-agent", 0, "done\n", "", ["volley VolleyPPO"], 1, "rllib").detail == \
+        "volley's Algorithm.train ran, not RLlib's"
+    assert rllib_examples.classify("s", "single-agent", 0, "done\n", "", [], 1, "rllib").detail == \
+        "RLlib's Algorithm.train never ran"
 
 
 def test_results_keep_a_table_per_ray_version_and_a_run_of_a_few_scripts_updates_their_rows(tmp_path, monkeypatch):
@@ -78,6 +93,12 @@ def test_results_keep_a_table_per_ray_version_and_a_run_of_a_few_scripts_updates
     under_29 = text[text.index("### Under Ray 2.9.3"):text.index("### Under Ray 2.60.0")]
     assert "--write-results --python /venv29/bin/python`" in under_29
     assert "single-agent: **1 of 1 ok**; multi-agent: **1 of 1 ok**" in under_29  # b's row updated, a's kept
+    rllib_examples.write_results(rllib_examples.table([Row("a", "single-agent", "ok", "1 calls", 9.0)]), "2.9.3",
+                                 "/rllib29/bin/python", "rllib")
+    text = results.read_text()
+    rllib = text[text.index("### RLlib 2.9.3 itself"):text.index("### Under Ray 2.60.0")]
+    assert "--python /rllib29/bin/python --rllib`" in rllib and "| a | single-agent | ok | 1 calls | 9 |" in rllib
+    assert "single-agent: **1 of 1 ok**; multi-agent: **1 of 1 ok**" in text[:text.index("### RLlib 2.9.3")]
     assert "| a | single-agent | ray-2.60 | removed | 1 |" in text[text.index("### Under Ray 2.60.0"):]
 
 
