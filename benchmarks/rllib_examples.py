@@ -42,6 +42,14 @@ virtual environment with it beside volley, made in the checkout (``ray[rllib]==2
     /work/venv29/bin/pip install "numpy<2" "pandas<2.2" "pyarrow<15" fsspec dm-tree lz4 scikit-image scipy \
         typer rich -e ".[test,tune,mpi,rllib]" pettingzoo
     /work/venv29/bin/pip install "setuptools<70"   # last: torch asks for >=77 (only to build extensions)
+
+and one with RLlib 2.9.3 alone, for ``--rllib`` (RLlib's rock-paper-scissors example needs
+PettingZoo 1.23, whose API RLlib 2.9's wrapper reads)::
+
+    python3.11 -m venv /work/venv29rl
+    /work/venv29rl/bin/pip install torch==2.13.0 "ray[rllib]==2.9.3" "numpy<2" "pandas<2.2" "pyarrow<15" \
+        "setuptools<70" pygame
+    /work/venv29rl/bin/pip install --no-deps "pettingzoo==1.23.1"
 """
 
 from __future__ import annotations
@@ -86,8 +94,6 @@ NOT_APPLICABLE = {
     "parametric_actions_cartpole_embeddings_learnt_by_model": "TensorFlow only (--framework tf or tf2)",
     "action_masking": "RLlib's new API stack (a custom RLModule), which volley does not implement",
     "compute_adapted_gae_on_postprocess_trajectory": "a module defining a callbacks class: it runs nothing",
-    "remote_base_env_with_custom_api": "RLlib's RemoteBaseEnv API (remote_worker_envs)",
-    "remote_envs_with_inference_done_on_main_node": "RLlib's RemoteBaseEnv API and its own Algorithm subclass",
     "complex_struct_space": "builds a Tuner and never calls fit(): it trains nothing on RLlib 2.9 either "
                             "(whose PPO would refuse its train_batch_size=2 < sgd_minibatch_size=128 too)",
     "multi_agent_independent_learning": "needs PettingZoo's waterworld_v4, which PettingZoo 1.27 (installed) removed",
@@ -316,7 +322,7 @@ WRAPPERS = re.compile(r"^(ray\.\S*(RayTaskError|RayActorError|TuneError)|\S*Tune
 def root_cause(output: str) -> str:
     """The first exception line that is not one of Ray's wrappers around another."""
     found = [line.strip() for line in output.splitlines()
-             if re.match(r"^[\w.]+(Error|Exception|Warning|Interrupt|Exit)(\(\w+\))?:? ", line)
+             if re.match(r"^[\w.]+(Error|Exception|Warning|Interrupt|Exit|NotFound)(\(\w+\))?:? ", line)
              or re.match(r"^[\w.]+(Error|Exception)$", line)]
     inner = [line for line in found if not WRAPPERS.match(line)]
     picked = (inner or found or [line for line in output.splitlines() if line.strip()][-1:] or ["(no output)"])[0]
@@ -353,11 +359,12 @@ def classify(name: str, kind: str, code: int | None, out: str, err: str, trains:
 
 
 def run(name: str, tree: Path, exported: set[str], timeout: float, python: str = sys.executable,
-        library: str = "volley") -> Row:
+        library: str = "volley", named: bool = False) -> Row:
     """Run one script, rewritten, in its own process (and process group) under its stop flags, with
-    the interpreter ``python`` (``library="rllib"``: unchanged, ``exported`` empty, on RLlib itself)."""
+    the interpreter ``python`` (``library="rllib"``: unchanged, ``exported`` empty, on RLlib itself,
+    where a script volley counts as not applicable runs too if it is ``named``)."""
     kind = "n/a" if name in NOT_APPLICABLE else "multi-agent" if name in MULTI_AGENT else "single-agent"
-    if name in NOT_APPLICABLE:
+    if name in NOT_APPLICABLE and not (library == "rllib" and named):  # RLlib itself on one named: run it
         return Row(name, kind, "n/a", NOT_APPLICABLE[name])
     source = (tree / EXAMPLES / f"{name}.py").read_text()
     with tempfile.TemporaryDirectory(prefix=f"rllib-{name}-") as work:
@@ -436,7 +443,7 @@ def _tables(results: str) -> tuple[int, int, dict[str, str]]:
         return len(results), len(results), {}
     end = results.find("\n## ", start + len(SECTION))
     end = len(results) if end == -1 else end + 1
-    found = re.findall(r"^(### (?:Under Ray \S+|RLlib \S+ itself.*))\n(.*?)(?=^### |\Z)", results[start:end], re.MULTILINE | re.DOTALL)
+    found = re.findall(r"^(### (?:Under Ray \S+|RLlib \S+ itself[^\n]*))\n(.*?)(?=^### |\Z)", results[start:end], re.MULTILINE | re.DOTALL)
     return start, end, dict(found)
 
 
@@ -485,7 +492,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Ray {ray} ({args.python})", flush=True)
     rows = []
     for name in names:
-        rows.append(run(name, tree, exported, args.timeout, args.python, library))
+        rows.append(run(name, tree, exported, args.timeout, args.python, library, named=bool(args.scripts)))
         row = rows[-1]
         print(f"{row.script:50s} {row.status:8s} {row.seconds:5.0f} s  {row.detail}", flush=True)
     print(table(rows))

@@ -153,15 +153,14 @@ class TaskSettableEnv(gym.Env):
         raise NotImplementedError
 
 
-def _guarded_vector(make: Callable[[], gym.Env], num_envs: int) -> GuardedVectorEnv:
-    return GuardedVectorEnv(make, num_envs)
+VectorOf = Callable[[Callable[[], gym.Env], int], GuardedVectorEnv]  # (make, num_envs) -> the vector
 
 
 def make_vector_env(env: str, num_envs: int, *, env_config: dict | None = None,
                     creator: EnvCreator | None = None, atari_preprocessing: str = "deepmind",
                     render_mode: str | None = None, vectorize_mode: str = "auto",
                     action_mask_key: str = "action_mask", horizon: int | None = None,
-                    dim: int = 84) -> gym.vector.VectorEnv:
+                    dim: int = 84, vector: VectorOf = GuardedVectorEnv) -> gym.vector.VectorEnv:
     """``num_envs`` copies of ``env`` stepped as one vector (autoreset on the step after an end).
 
     ``creator`` is a registered creator passed along explicitly, because the
@@ -173,19 +172,23 @@ def make_vector_env(env: str, num_envs: int, *, env_config: dict | None = None,
     sb3-contrib's ``action_masks()`` observes its mask under ``action_mask_key`` (:class:`ActionMasksObservation`).
     ``horizon`` (RLlib's older key) truncates episodes after that many steps (:func:`time_limited`);
     ALE pixel frames are ``dim`` x ``dim`` with the DeepMind preprocessing (RLlib's ``model["dim"]``).
+    ``vector`` holds the copies of an environment that is not a native vector: in this process by
+    default; the Ray engine's ``RemoteVectorEnv`` puts each in an actor (``remote_worker_envs``), and
+    then a native vector is not taken.
     """
     env_config = copy.copy(env_config) if env_config is not None else {}  # an EnvContext stays one
     creator = creator or registered_creator(env)
     if creator is not None and vectorize_mode == "vector_entry_point":
         raise ConfigError(f"vectorize_mode='vector_entry_point' but environment '{env}' is made by a "
                           "creator function, which has no vector of its own; use 'sync'")
-    if horizon is not None:
-        if vectorize_mode == "vector_entry_point":
-            raise ConfigError(f"horizon={horizon} needs vectorize_mode 'sync' or 'auto': a time limit wraps "
-                              "each environment, and a native vector has none of its own")
-        vectorize_mode = "sync"
+    for reason, asked in ((f"horizon={horizon}", horizon is not None),
+                          ("remote_worker_envs=True", vector is not GuardedVectorEnv)):
+        if asked and vectorize_mode == "vector_entry_point":
+            raise ConfigError(f"{reason} needs vectorize_mode 'sync' or 'auto': it applies to each environment, "
+                              "and a native vector has none of its own")
+        vectorize_mode = "sync" if asked else vectorize_mode
     if creator is not None:
-        return _guarded_vector(time_limited(with_action_masks(_checked_creator(env, creator, env_config),
+        return vector(time_limited(with_action_masks(_checked_creator(env, creator, env_config),
                                                               action_mask_key, env), horizon, env), num_envs)
     check_env_id(env)
     spec = gym.registry[env]
@@ -196,8 +199,11 @@ def make_vector_env(env: str, num_envs: int, *, env_config: dict | None = None,
     try:
         if env.startswith("ALE/") and spec.kwargs.get("obs_type", "rgb") != "ram":
             if atari_preprocessing == "karpathy":
-                return _guarded_vector(time_limited(lambda: KarpathyPong(gym.make(env, **render, **env_config)),
+                return vector(time_limited(lambda: KarpathyPong(gym.make(env, **render, **env_config)),
                                                     horizon, env), num_envs)
+            if vector is not GuardedVectorEnv:
+                raise ConfigError(f"remote_worker_envs=True with {env}: ale-py's vector Atari steps its "
+                                  "environments in threads of its own; leave remote_worker_envs off")
             if horizon is not None:
                 raise ConfigError(f"horizon={horizon} with {env}: ale-py's vector Atari has a limit of its own, "
                                   "env_config={'max_num_frames_per_episode': frames} (4 frames per step)")
@@ -206,7 +212,7 @@ def make_vector_env(env: str, num_envs: int, *, env_config: dict | None = None,
             raise ConfigError(f"vectorize_mode='vector_entry_point' but environment '{env}' has no vector "
                               "entry point; use 'sync'")
         if spec.vector_entry_point is None or vectorize_mode == "sync":
-            return _guarded_vector(time_limited(with_action_masks(lambda: gym.make(env, **render, **env_config),
+            return vector(time_limited(with_action_masks(lambda: gym.make(env, **render, **env_config),
                                                                   action_mask_key, env), horizon, env), num_envs)
         return gym.make_vec(env, num_envs=num_envs, vectorization_mode="vector_entry_point", **render,
                             **env_config)

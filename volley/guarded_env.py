@@ -92,9 +92,12 @@ class GuardedVectorEnv(gym.vector.VectorEnv):
     """
 
     def __init__(self, make: Callable[[], gym.Env], num_envs: int) -> None:
-        self.envs = [GuardedEnv(make) for _ in range(num_envs)]
+        self.envs: list[Any] = [GuardedEnv(make) for _ in range(num_envs)]
+        self._shaped_like(self.envs[0], num_envs)
+
+    def _shaped_like(self, first: Any, num_envs: int) -> None:
+        """The vector's spaces and bookkeeping for ``num_envs`` copies of environment ``first``."""
         self.num_envs = num_envs
-        first = self.envs[0]
         self.single_observation_space = first.observation_space
         self.single_action_space = first.action_space
         self.observation_space = gym.vector.utils.batch_space(first.observation_space, num_envs)
@@ -127,19 +130,14 @@ class GuardedVectorEnv(gym.vector.VectorEnv):
                                                      for i in range(self.num_envs)]
         mask = (options or {}).get("reset_mask")
         env_options = {k: v for k, v in (options or {}).items() if k != "reset_mask"} or None
-        observations, failed, infos = [], [], list(self.sub_infos)
-        for i, env in enumerate(self.envs):
-            if mask is None or mask[i]:
-                obs, info = env.reset(seed=seeds[i], options=env_options)
-                self._autoreset[i] = False
-                self._last_obs[i] = obs
-                infos[i] = info
-            else:
-                obs, info = self._last_obs[i], {}
-            observations.append(obs)
-            if ERROR_INFO in info:
-                failed.append(i)
-        self.sub_infos = infos
+        chosen = [i for i in range(self.num_envs) if mask is None or mask[i]]
+        outcomes = self._reset_each(chosen, [seeds[i] for i in chosen], env_options)
+        observations, infos = list(self._last_obs), list(self.sub_infos)
+        for i, (obs, info) in zip(chosen, outcomes, strict=True):
+            self._autoreset[i] = False
+            observations[i], infos[i] = obs, info
+        failed = [i for i in chosen if ERROR_INFO in infos[i]]
+        self._last_obs, self.sub_infos = observations, infos
         return self._stack(observations), self._errors(failed, self.num_envs)
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
@@ -147,11 +145,12 @@ class GuardedVectorEnv(gym.vector.VectorEnv):
         terminated = np.zeros(self.num_envs, bool)
         truncated = np.zeros(self.num_envs, bool)
         observations, failed, infos = [], [], []
-        for i, env in enumerate(self.envs):
-            if self._autoreset[i]:
-                obs, info = env.reset()
+        outcomes = self._step_each(actions)
+        for i, outcome in enumerate(outcomes):
+            if len(outcome) == 2:  # the step after an end only resets the environment
+                obs, info = outcome
             else:
-                obs, rewards[i], terminated[i], truncated[i], info = env.step(actions[i])
+                obs, rewards[i], terminated[i], truncated[i], info = outcome
             observations.append(obs)
             infos.append(info)
             if ERROR_INFO in info:
@@ -159,6 +158,18 @@ class GuardedVectorEnv(gym.vector.VectorEnv):
         self._last_obs, self.sub_infos = observations, infos
         self._autoreset = terminated | truncated
         return self._stack(observations), rewards, terminated, truncated, self._errors(failed, self.num_envs)
+
+    # How the environments are called: here one after another, in this process; a vector of Ray
+    # actors (volley.engines.ray_envs) calls them all at once
+    def _reset_each(self, indices: list[int], seeds: list[int | None], options: dict | None) -> list[Any]:
+        """``(obs, info)`` of each environment of ``indices``, reset with its seed."""
+        return [self.envs[i].reset(seed=seed, options=options) for i, seed in zip(indices, seeds, strict=True)]
+
+    def _step_each(self, actions: Any) -> list[Any]:
+        """Each environment's step with its action, or ``(obs, info)`` of its reset on the step
+        after its episode ended."""
+        autoreset = self._autoreset
+        return [env.reset() if autoreset[i] else env.step(actions[i]) for i, env in enumerate(self.envs)]
 
     def render(self) -> tuple[Any, ...] | None:
         frames = tuple(env.render() for env in self.envs)

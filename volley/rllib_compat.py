@@ -178,8 +178,9 @@ RLLIB_KEYS: list[RLlibKey] = [
              "replaced (fault_tolerance)", example=60.0),
     accepted("compress_observations", ("rollouts",), "batches travel as numpy arrays, uncompressed",
              example=True),
-    refused("remote_worker_envs", ("rollouts",), "each worker steps its environments as one vector in "
-            "its own process; add workers (num_env_runners) instead"),
+    same("remote_worker_envs", "rollouts", example=True,
+         note=": each environment in a Ray actor of its own, stepped all at once (volley waits for all of "
+              "them, RLlib for the first ready); the ray engine"),
     accepted("validate_env_runners_after_construction", ("rollouts",), "a worker that cannot start "
              "fails build() with its own error", example=True),
     accepted("validate_workers_after_construction", ("rollouts",), "a worker that cannot start fails "

@@ -401,7 +401,8 @@ DUMP_KEYS: list[RLlibKey] = [
     *[accepted(name, ("evaluation",), "volley's evaluation plays evaluation_duration in full", example=10)
       for name in ("evaluation_auto_duration_max_env_steps_per_sample",
                    "evaluation_auto_duration_min_env_steps_per_sample")],
-    accepted("remote_env_batch_wait_ms", ("rollouts",), ONLY_IF.format("remote_worker_envs"), example=10),
+    accepted("remote_env_batch_wait_ms", ("rollouts",), "volley's remote_worker_envs step in lockstep: the "
+             "worker waits for every environment's step, where RLlib acts for those ready", example=10),
     accepted("enable_tf1_exec_eagerly", ("framework",), "TensorFlow 1 only", example=True),
     accepted("_enable_new_api_stack", ("experimental",), "volley has one stack, which takes the keys of both "
              "of RLlib's", example=True),

@@ -99,6 +99,11 @@ def test_results_keep_a_table_per_ray_version_and_a_run_of_a_few_scripts_updates
     rllib = text[text.index("### RLlib 2.9.3 itself"):text.index("### Under Ray 2.60.0")]
     assert "--python /rllib29/bin/python --rllib`" in rllib and "| a | single-agent | ok | 1 calls | 9 |" in rllib
     assert "single-agent: **1 of 1 ok**; multi-agent: **1 of 1 ok**" in text[:text.index("### RLlib 2.9.3")]
+    rllib_examples.write_results(rllib_examples.table(rllib_examples.merged(  # a second run of one script
+        [Row("b", "multi-agent", "fail", "E: y", 5.0)], "2.9.3", "rllib")), "2.9.3", "/rllib29/bin/python", "rllib")
+    text = results.read_text()
+    assert text.count("### RLlib 2.9.3 itself") == 1 and text.count("### Under Ray 2.60.0") == 1
+    assert "| a | single-agent | ok | 1 calls | 9 |" in text and "| b | multi-agent | fail | E: y | 5 |" in text
     assert "| a | single-agent | ray-2.60 | removed | 1 |" in text[text.index("### Under Ray 2.60.0"):]
 
 

@@ -112,6 +112,9 @@ class ConfigChecks(DictAccess):
                                (CUSTOM_ACTION_DISTS, self.model.custom_action_dist)):
             if name is not None and registry.find(name) is None:
                 raise ConfigError(registry.missing(name))
+        if self.remote_worker_envs and self.engine != "ray":
+            raise ConfigError(f"remote_worker_envs=True puts each environment in a Ray actor: it needs "
+                              f"engine='ray', got engine={self.engine!r}")
         if self.mpi_mode == "allreduce" and self.engine != "mpi":
             raise ConfigError(f"mpi_mode='allreduce' needs engine='mpi', got engine={self.engine!r}")
         if self.clip_rewards is not None and self.clip_rewards is not True and not self.clip_rewards > 0:

@@ -108,6 +108,11 @@ class ConfigFields:
         "in its process (each seeded seed+i; RLlib's default), 'vector_entry_point' the environment's "
         "own vector (CartPole's numpy one), 'auto' the latter where there is one; ALE pixel ids always "
         "use ale-py's vector, which does the DeepMind preprocessing")
+    remote_worker_envs: bool = option(
+        False, "rollouts", "each environment of a worker in a Ray actor of its own (RLlib's key; the ray "
+        "engine): the worker steps them all at once and acts for them in one forward pass, so slow "
+        "environments step in parallel; algorithm.workers.foreach_env gives the actors, whose methods "
+        "include the environment's own (env.set_task.remote(task))")
     horizon: int | None = option(
         None, "rollouts", "RLlib's older key: truncate episodes after this many steps, under the "
         "environment's own time limit (None: the environment's own)")

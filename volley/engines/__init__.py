@@ -65,6 +65,9 @@ def make_worker_group(config: AlgorithmConfig, postprocess: Postprocess, env_cre
         from volley.engines.mpi_engine import make_mpi_group
         return make_mpi_group(config, postprocess, env_creator, setup)
     recipe = WorkerRecipe(config, config.plan(), postprocess, env_creator, seed_offset, setup=setup)
+    if recipe.plan.num_workers == 0 and config.remote_worker_envs:
+        from volley.engines.ray_envs import RemoteEnvsGroup
+        return RemoteEnvsGroup(recipe)
     if recipe.plan.num_workers == 0 or config.engine == "local":
         from volley.engines.local import LocalWorkerGroup
         return LocalWorkerGroup(recipe)

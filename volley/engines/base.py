@@ -18,7 +18,7 @@ import numpy as np
 
 from volley.callbacks import DefaultCallbacks, callbacks_class_of
 from volley.config import AlgorithmConfig, RolloutPlan
-from volley.envs import EnvCreator
+from volley.envs import EnvCreator, VectorOf
 from volley.errors import ConfigError
 from volley.network_spec import NetworkSpec
 from volley.policies import PolicySetup
@@ -62,8 +62,17 @@ class WorkerRecipe:
     network_spec: NetworkSpec | None = None
     # a multi-agent run's policies (None: one policy on single-agent environments)
     setup: PolicySetup | None = None
+    # what holds each worker's environments: None, the worker's process; with remote_worker_envs,
+    # Ray actors (volley.engines.ray_envs.RemoteVectorEnv)
+    env_vector: VectorOf | None = None
 
     def __post_init__(self) -> None:
+        if self.config.remote_worker_envs and self.env_vector is None:
+            if self.setup is not None:
+                raise ConfigError("remote_worker_envs=True is not supported with a multi-agent environment: "
+                                  "its worker steps its environments in its own process")
+            from volley.engines.ray_envs import RemoteVectorEnv
+            object.__setattr__(self, "env_vector", RemoteVectorEnv)
         if self.callbacks_class is None:
             object.__setattr__(self, "callbacks_class", callbacks_class_of(self.config.callbacks_class))
         if self.network_spec is None:
@@ -83,7 +92,8 @@ class WorkerRecipe:
         """A single-agent worker (asynchronous groups host only these)."""
         return RolloutWorker(self.config, index, self.postprocess, self.env_creator,
                              seed_offset=self.seed_offset, plan=self.plan, slot=slot,
-                             network_spec=self.network_spec, callbacks_class=self.callbacks_class)
+                             network_spec=self.network_spec, callbacks_class=self.callbacks_class,
+                             env_vector=self.env_vector)
 
 
 class WorkerGroup(ABC):
@@ -119,6 +129,16 @@ class WorkerGroup(ABC):
 
         Array arguments are shipped once per call, not once per worker.
         """
+
+    def foreach_env(self, func: Callable[[Any], Any]) -> list[list[Any]]:
+        """RLlib's ``WorkerSet.foreach_env``: ``func(env)`` for each environment of each worker (an
+        actor with ``remote_worker_envs``), a list per worker."""
+        return self.call("foreach_env", func)
+
+    def foreach_env_with_context(self, func: Callable[[Any, Any], Any]) -> list[list[Any]]:
+        """RLlib's ``WorkerSet.foreach_env_with_context``: ``func(env, env_context)`` for each
+        environment of each worker, a list per worker."""
+        return self.call("foreach_env_with_context", func)
 
     def call_async(self, method: str, *args: Any) -> Callable[[], list[Any]]:
         """:meth:`call`, started now and left running: the returned function waits for the

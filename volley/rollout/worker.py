@@ -22,7 +22,7 @@ import numpy as np
 from volley.acting import NumpyActor, load_flat_weights, zero_actions
 from volley.callbacks import EPISODE_HOOKS, DefaultCallbacks, EnvContext, Hooks
 from volley.config import AlgorithmConfig, RolloutPlan
-from volley.envs import EnvCreator, check_normalizable, make_vector_env
+from volley.envs import EnvCreator, VectorOf, check_normalizable, make_vector_env
 from volley.episode import EpisodeRecord
 from volley.network_spec import NetworkSpec
 from volley.networks.numpy_layers import Acting, Previous, State
@@ -62,14 +62,15 @@ class RolloutWorker(StepLoop):
                  env_creator: EnvCreator | None = None, num_envs: int | None = None,
                  seed_offset: int = 0, render_mode: str | None = None, *, plan: RolloutPlan,
                  slot: int | None = None, network_spec: NetworkSpec | None = None,
-                 callbacks_class: type[DefaultCallbacks] | None = None) -> None:
+                 callbacks_class: type[DefaultCallbacks] | None = None, env_vector: VectorOf | None = None) -> None:
         """``plan`` holds the sizes the driver resolved (never resolved again here). ``slot`` is
         this worker's place among all workers ever created (default ``worker_index``): a
         replacement gets a new one, so its environments ``slot·N … slot·N + N − 1`` take seeds
         no other environment had. ``network_spec`` is the policy the driver resolved, its classes with it (the
         recipe brings it; None: resolved from ``config`` in this process), bound here to the
         environment's spaces; ``callbacks_class`` the one ``config`` names (found in this process
-        when not given)."""
+        when not given); ``env_vector`` what holds the environments (default: this process; the Ray
+        engine's actors with ``remote_worker_envs``)."""
         self.config = config
         self.worker_index = worker_index
         self.num_workers = plan.num_workers
@@ -80,6 +81,7 @@ class RolloutWorker(StepLoop):
         self.fragment_length = plan.fragment_length
         self.env_creator = env_creator
         self.render_mode = render_mode
+        self.env_vector = env_vector
         self.network_spec = network_spec or NetworkSpec.of(config)  # bound to the spaces below, once the environment exists
         self.env = self._make_env()
         first = seed_offset + (worker_index if slot is None else slot) * self.num_envs
@@ -132,7 +134,7 @@ class RolloutWorker(StepLoop):
                                atari_preprocessing=self.config.atari_preprocessing,
                                render_mode=self.render_mode, vectorize_mode=self.config.vectorize_mode,
                                action_mask_key=self.network_spec.action_mask_key, horizon=self.config.horizon,
-                               dim=self.config.model.dim)
+                               dim=self.config.model.dim, **({"vector": self.env_vector} if self.env_vector else {}))
 
     @property
     def policy(self) -> Policy:
