@@ -117,8 +117,9 @@ from `volley`, and an algorithm module (`import ray.rllib.algorithms.ppo as ppo`
 (`ray.rllib.examples.env.*`, `.models.*`) are read from the wheel, changed by the same rule as they
 load. `--python PATH` runs the scripts with another interpreter: under Ray 2.9.3, the version they were
 written for, in a virtual environment beside volley (the recipe is in the runner's docstring), as well as
-under the Ray installed (2.60), which removed some of what they use. Which scripts run under each, and
-why the others do not: [benchmarks/RESULTS.md](../benchmarks/RESULTS.md).
+under the Ray installed (2.60), which removed some of what they use. `--rllib` runs the scripts unchanged
+on RLlib 2.9.3 itself, to tell a script that fails on volley from one that fails on RLlib too. Which
+scripts run under each, and why the others do not: [benchmarks/RESULTS.md](../benchmarks/RESULTS.md).
 
 `tests/cli/test_rllib_scripts.py` runs RLlib's quick-start, "RLlib in 60 seconds" and a
 classic course exercise (train, save, `Algorithm.from_checkpoint`, `compute_single_action`)
@@ -142,12 +143,17 @@ are other values. PPO, for instance:
 
 {defaults}
 
-A script that depends on one of RLlib's default values sets it. Two of RLlib's example
-scripts assume RLlib's 4,000-step batch: `curriculum_learning` takes the logarithm of an
+Measured on CartPole (`python benchmarks/cartpole_ppo.py --only volley-local volley-local-rllib-defaults`,
+3 seeds, [RESULTS](../benchmarks/RESULTS.md#rllibs-ppo-defaults-against-volleys-on-volley-issue-49-2026-11-29)):
+RLlib 2.9's PPO defaults on volley reach a mean return of 475 in 1.22 times the steps of volley's and
+11.6 times the time (77.5 s against 6.7 s, medians), so volley keeps its own.
+
+A script that depends on one of RLlib's default values sets it. Two of RLlib's example scripts that
+RLlib 2.9.3 runs assume RLlib's 4,000-step batch: `curriculum_learning` takes the logarithm of an
 iteration's mean return, which with 2,048 steps can be 0 (with `.training(train_batch_size=4000)`
-added it runs on volley); `custom_metrics_and_callbacks` asserts that a worker samples 2,000
-steps, and even with RLlib's batch set it fails on volley: its callback reads RLlib's
-`episode.batch_builder` (refused), and a volley fragment of 2,000 steps holds fewer rows (1,921
+added it runs on volley); `custom_metrics_and_callbacks` asserts that each of RLlib's two default workers
+samples 2,000 steps, and even with RLlib's batch and workers set it fails on volley: its callback reads
+RLlib's `episode.batch_builder` (refused), and a volley fragment of 2,000 steps holds fewer rows (1,921
 on CartPole), the steps that only reset an environment after its episode ended (Gymnasium's
 next-step autoreset) are not samples. `PPOConfig().to_dict()` prints every default.
 
