@@ -189,7 +189,7 @@ def make_vector_env(env: str, num_envs: int, *, env_config: dict | None = None,
         vectorize_mode = "sync" if asked else vectorize_mode
     if creator is not None:
         return vector(time_limited(with_action_masks(_checked_creator(env, creator, env_config),
-                                                              action_mask_key, env), horizon, env), num_envs)
+                                                     action_mask_key, env), horizon, env), num_envs)
     check_env_id(env)
     spec = gym.registry[env]
     render: dict[str, Any] = {"render_mode": render_mode} if render_mode is not None else {}
@@ -200,7 +200,7 @@ def make_vector_env(env: str, num_envs: int, *, env_config: dict | None = None,
         if env.startswith("ALE/") and spec.kwargs.get("obs_type", "rgb") != "ram":
             if atari_preprocessing == "karpathy":
                 return vector(time_limited(lambda: KarpathyPong(gym.make(env, **render, **env_config)),
-                                                    horizon, env), num_envs)
+                                           horizon, env), num_envs)
             if vector is not GuardedVectorEnv:
                 raise ConfigError(f"remote_worker_envs=True with {env}: ale-py's vector Atari steps its "
                                   "environments in threads of its own; leave remote_worker_envs off")
@@ -213,7 +213,7 @@ def make_vector_env(env: str, num_envs: int, *, env_config: dict | None = None,
                               "entry point; use 'sync'")
         if spec.vector_entry_point is None or vectorize_mode == "sync":
             return vector(time_limited(with_action_masks(lambda: gym.make(env, **render, **env_config),
-                                                                  action_mask_key, env), horizon, env), num_envs)
+                                                         action_mask_key, env), horizon, env), num_envs)
         return gym.make_vec(env, num_envs=num_envs, vectorization_mode="vector_entry_point", **render,
                             **env_config)
     except VolleyError:

@@ -24,6 +24,7 @@ from volley.callbacks import EPISODE_HOOKS, DefaultCallbacks, EnvContext, Hooks
 from volley.config import AlgorithmConfig, RolloutPlan
 from volley.envs import EnvCreator, VectorOf, check_normalizable, make_vector_env
 from volley.episode import EpisodeRecord
+from volley.guarded_env import GuardedVectorEnv
 from volley.network_spec import NetworkSpec
 from volley.networks.numpy_layers import Acting, Previous, State
 from volley.rollout.advantages import bootstrap_ends
@@ -134,7 +135,7 @@ class RolloutWorker(StepLoop):
                                atari_preprocessing=self.config.atari_preprocessing,
                                render_mode=self.render_mode, vectorize_mode=self.config.vectorize_mode,
                                action_mask_key=self.network_spec.action_mask_key, horizon=self.config.horizon,
-                               dim=self.config.model.dim, **({"vector": self.env_vector} if self.env_vector else {}))
+                               dim=self.config.model.dim, vector=self.env_vector or GuardedVectorEnv)
 
     @property
     def policy(self) -> Policy:
