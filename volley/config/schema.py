@@ -111,8 +111,9 @@ class ConfigFields:
     remote_worker_envs: bool = option(
         False, "rollouts", "each environment of a worker in a Ray actor of its own (RLlib's key; the ray "
         "engine): the worker steps them all at once and acts for them in one forward pass, so slow "
-        "environments step in parallel; algorithm.workers.foreach_env gives the actors, whose methods "
-        "include the environment's own (env.set_task.remote(task))")
+        "environments step in parallel (each step costs a Ray call per environment, milliseconds: not "
+        "for fast ones); algorithm.workers.foreach_env gives the actors, whose methods include the "
+        "environment's own (env.set_task.remote(task))")
     horizon: int | None = option(
         None, "rollouts", "RLlib's older key: truncate episodes after this many steps, under the "
         "environment's own time limit (None: the environment's own)")
