@@ -154,6 +154,8 @@ RLLIB_DEFAULTS = {
         "(about 260 episodes; means of 0.011 to 0.032 with seeds 0 to 3) seldom sees none, volley's 2,048 steps "
         "(about 120 episodes) saw none with seed 0; it runs with .training(train_batch_size=4000)",
 }
+# The status a failure gets when its output shows one of these, the first that matches
+KNOWN_CAUSES = (("script", SCRIPT_OWN), ("fail", RLLIB_DEFAULTS), ("ray-2.60", RAY_260))
 
 # Runs first in every Python process of a script's run (Ray's workers and Tune's trials too): the
 # 2.9 helper modules, and a line per Algorithm.train call naming whose class it was.
@@ -337,17 +339,11 @@ def classify(name: str, kind: str, code: int | None, out: str, err: str, trains:
         return Row(name, kind, "timeout", f"no exit after {seconds:.0f} s", seconds)
     owners = {line.split()[0] for line in trains}
     errored = re.search(r"Number of errored trials: ([1-9]\d*)|Trials did not complete|ERROR\s+\|", out + err)
-    removed = [why for sign, why in RAY_260.items() if sign in out + err]
-    own = [why for sign, why in SCRIPT_OWN.items() if sign in out + err]
-    defaults = [why for sign, why in RLLIB_DEFAULTS.items() if sign in out + err]
     if code != 0 or errored:
         cause = root_cause(err + out)
-        if own:
-            return Row(name, kind, "script", f"{own[0]}: {cause}", seconds)
-        if defaults:
-            return Row(name, kind, "fail", f"{defaults[0]}: {cause}", seconds)
-        return Row(name, kind, "ray-2.60" if removed else "fail",
-                   f"{removed[0]}: {cause}" if removed else cause, seconds)
+        known = [(status, why) for status, causes in KNOWN_CAUSES for sign, why in causes.items() if sign in out + err]
+        status, why = known[0] if known else ("fail", "")
+        return Row(name, kind, status, f"{why}: {cause}" if why else cause, seconds)
     other, shown = ("rllib", "volley") if library == "volley" else ("volley", "rllib")
     if other in owners:
         return Row(name, kind, "fail", f"{NAMES[other]}'s Algorithm.train ran, not {NAMES[shown]}'s", seconds)

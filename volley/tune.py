@@ -131,21 +131,21 @@ class VolleyTrainable(tune.Trainable):
 def trainable(algo: str | type[Algorithm] | AlgorithmConfig) -> type[VolleyTrainable]:
     """A Trainable class for an algorithm name (``"ppo"``, RLlib's ``"PPO"``), an algorithm class
     (``PPO``) or a config to start from."""
+    algorithm_class: type[Algorithm] | None = None
     if isinstance(algo, type):
-        base = algo.get_default_config()
+        algorithm_class, base = algo, algo.get_default_config()
         algo.check_policy_class(base)
+        ship_by_value(algo)  # a user's subclass, defined in a script or a test file
     else:
         base = get_config_class(algo)() if isinstance(algo, str) else algo.copy()
     name = f"Volley{type(base).__name__.removesuffix('Config')}"
     callbacks = classes_named(base.callbacks_class)
     user_objects = user_objects_of(base)
-    if isinstance(algo, type):
-        ship_by_value(algo)  # a user's subclass, defined in a script or a test file
     for user_object in callbacks.values():
         ship_by_value(user_object)
     return type(name, (VolleyTrainable,), {"base_config": base.to_dict(), "config_class": type(base),
                                            "callbacks_classes": callbacks, "user_objects": user_objects,
-                                           "algorithm_class": algo if isinstance(algo, type) else None})
+                                           "algorithm_class": algorithm_class})
 
 
 def user_objects_of(config: AlgorithmConfig) -> dict[str, dict[str, Any]]:

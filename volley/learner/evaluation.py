@@ -187,7 +187,7 @@ def set_env_tasks(algorithm: Evaluation, result: dict[str, Any]) -> None:
     if name is None:
         return
     task_fn = find_function("env_task_fn", name)
-    algorithm.workers.call("foreach_env_with_context", functools.partial(_new_task, task_fn, result))
+    algorithm.workers.foreach_env_with_context(functools.partial(_new_task, task_fn, result))
 
 
 def _new_task(task_fn: Callable[..., Any], result: dict[str, Any], env: Any, env_context: Any) -> None:
