@@ -58,6 +58,7 @@ import argparse
 import ast
 import contextlib
 import dataclasses
+import fcntl
 import functools
 import os
 import re
@@ -239,14 +240,22 @@ def fetch() -> Path:
     if (tree / EXAMPLES / "__init__.py").is_file():
         return tree
     CACHE.mkdir(parents=True, exist_ok=True)
-    wheels = sorted(CACHE.glob("ray-2.9.3-*.whl"))
-    if not wheels:
-        subprocess.run([sys.executable, "-m", "pip", "download", "ray==2.9.3", "--no-deps", "--only-binary=:all:",
-                        "--python-version", "3.11", "--platform", "manylinux2014_x86_64", "-d", str(CACHE),
-                        "--quiet"], check=True)
+    # one process downloads and extracts at a time (the test suite's workers may all ask at once);
+    # the others wait, then find the tree
+    with open(CACHE / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (tree / EXAMPLES / "__init__.py").is_file():
+            return tree
         wheels = sorted(CACHE.glob("ray-2.9.3-*.whl"))
-    with zipfile.ZipFile(wheels[0]) as wheel:
-        wheel.extractall(tree, [n for n in wheel.namelist() if n.startswith(EXAMPLES)])
+        if not wheels:
+            subprocess.run([sys.executable, "-m", "pip", "download", "ray==2.9.3", "--no-deps", "--only-binary=:all:",
+                            "--python-version", "3.11", "--platform", "manylinux2014_x86_64", "-d", str(CACHE),
+                            "--quiet"], check=True)
+            wheels = sorted(CACHE.glob("ray-2.9.3-*.whl"))
+        with zipfile.ZipFile(wheels[0]) as wheel:
+            names = [n for n in wheel.namelist() if n.startswith(EXAMPLES)]
+            wheel.extractall(tree, [n for n in names if not n.endswith("/__init__.py")])
+            wheel.extractall(tree, [n for n in names if n.endswith("/__init__.py")])  # last: the "done" mark
     return tree
 
 

@@ -9,20 +9,28 @@
   between the markers (the algorithm's config keys) is generated. An algorithm
   without a page gets one whose intro is taken from its module docstring and says so,
   for a person to rewrite.
+- ``docs/api.md``: every public name of ``volley`` as a mkdocstrings block, by group, wholly
+  generated (the site renders the docstrings; ``mkdocs.yml``).
+- ``docs/cli.md``: the ``--help`` of ``volley`` and of each subcommand, wholly generated.
 
 ``tests/unit/test_docs.py`` fails when any of these pages and the code disagree.
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
+import functools
 import sys
+import types
 import typing
 from collections.abc import Collection
 from pathlib import Path
 
+import volley
 from volley.algorithm import Algorithm
 from volley.algorithms import ALGORITHMS, rllib_table
+from volley.arguments import build_parser
 from volley.coercion import type_name
 from volley.config import AlgorithmConfig, ModelConfig
 from volley.rllib_compat import BUILDER_GROUPS, takes
@@ -379,10 +387,120 @@ def render_index(current: str) -> str:
     return current[:start] + "\n".join([BEGIN, *items, ""]) + current[end:]
 
 
+API_HEADER = """# Python API
+
+Every name `from volley import ...` gives, generated from the code by `python docs/generate.py`
+(`tests/unit/test_docs.py` fails when this page and `volley.__all__` disagree); the text is each
+class's and function's docstring. Each name is documented in the module that defines it, which
+`volley` imports on first use. The keys of the config classes are in
+[configuration.md](configuration.md), what each RLlib name does in [rllib.md](rllib.md).
+"""
+
+# The sections of docs/api.md, each with the public names it holds, in reading order. The config
+# and algorithm classes are not listed: they are read from the registry (api_groups).
+API_GROUPS: list[tuple[str, str, list[str]]] = [
+    ("Configs and algorithms", "A config class builds its algorithm: `PPOConfig().environment(...).build()`.",
+     ["AlgorithmConfig", "ModelConfig", "get_trainable_cls"]),
+    ("Algorithm and running", "What every built algorithm has, and evaluation outside `train()`.",
+     ["Algorithm", "Policy", "collect_episodes", "summarize_episodes"]),
+    ("Models and distributions", "RLlib's ModelV2 custom models and action distributions.",
+     ["ModelCatalog", "TorchModelV2", "FullyConnectedNetwork", "RecurrentNetwork", "add_time_dimension",
+      "ActionDistribution", "TorchDistributionWrapper", "TorchCategorical", "TorchDiagGaussian"]),
+    ("Environments and multi-agent", "Registering environments, curriculum tasks, several policies in one "
+     "environment.", ["register_env", "TaskSettableEnv", "TaskType", "MultiAgentEnv", "make_multi_agent",
+                      "PolicySpec", "PettingZooEnv", "ParallelPettingZooEnv"]),
+    ("Callbacks", "RLlib's old-stack callbacks.",
+     ["DefaultCallbacks", "RLlibCallback", "make_multi_callbacks", "Episode"]),
+    ("Errors", "What volley raises for a user's mistake; each says what went wrong in one line.",
+     ["VolleyError", "ConfigError", "EnvError", "CheckpointError", "CallbackError"]),
+]
+
+
+def api_groups() -> list[tuple[str, str, list[str]]]:
+    """API_GROUPS with each registered algorithm's config and algorithm class added to the first,
+    so a new algorithm is documented without an edit here; a public name in no group stops the
+    script, so a new name is not left out of the page unnoticed."""
+    title, intro, names = API_GROUPS[0]
+    registered = [cls.__name__ for algorithm in ALGORITHMS.values() for cls in (algorithm.config_class, algorithm)]
+    groups = [(title, intro, [*names[:2], *registered, *names[2:]]), *API_GROUPS[1:]]
+    placed = [name for _, _, names in groups for name in names]
+    public = [name for name in volley.__all__ if name != "__version__"]
+    missing, unknown = sorted(set(public) - set(placed)), sorted(set(placed) - set(public))
+    if missing or unknown:
+        raise SystemExit(f"docs/generate.py: give each public name a group in API_GROUPS (missing: "
+                         f"{', '.join(missing) or 'none'}; not public: {', '.join(unknown) or 'none'})")
+    return groups
+
+
+def inherited_methods(cls: type) -> list[str]:
+    """The public methods and properties ``cls`` has from its bases (volley's mixins), in MRO order."""
+    names: dict[str, None] = {}
+    for base in cls.__mro__[1:-1]:  # not cls, not object
+        for name, value in vars(base).items():
+            if (not name.startswith("_") and name not in vars(cls)
+                    and isinstance(value, (types.FunctionType, classmethod, staticmethod, property))):
+                names.setdefault(name)
+    return list(names)
+
+
+def api_block(name: str) -> str:
+    """The mkdocstrings block of a public name, under the module that defines it (``volley.PPOConfig``
+    loads lazily, so a static reader like griffe finds it only at home). A config class's signature
+    would be every key as a keyword: configuration.md's tables hold them, so it is left out.
+    AlgorithmConfig and Algorithm are made of mixins whose methods (the builder methods, ``train()``,
+    ``save()``) are their API, which mkdocstrings would leave out as inherited: they are named."""
+    cls = getattr(volley, name)
+    options = []
+    if isinstance(cls, type) and (issubclass(cls, AlgorithmConfig) or cls is ModelConfig):
+        options.append("merge_init_into_class: false")
+    if cls in (AlgorithmConfig, Algorithm):
+        options.append(f"inherited_members: [{', '.join(inherited_methods(cls))}]")
+    block = f"::: {volley._HOMES[name]}.{name}\n"
+    return block + "".join(f"    {line}\n" for line in ["options:", *(f"  {o}" for o in options)] if options)
+
+
+def render_api() -> str:
+    """docs/api.md: a mkdocstrings block per public name, by group."""
+    lines = [API_HEADER]
+    for title, intro, names in api_groups():
+        lines += [f"## {title}", "", intro, ""]
+        lines += [api_block(name) for name in names]
+    return "\n".join(lines)
+
+
+CLI_HEADER = """# Command line reference
+
+The `--help` of `volley` and of each of its commands, generated from the parser
+(`volley/arguments.py`) by `python docs/generate.py`. How to use them:
+[command_line.md](command_line.md).
+"""
+CLI_WIDTH = 100  # the help text's width, fixed: argparse otherwise wraps it to the terminal
+
+
+def subcommands(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """``parser`` and every parser below it, depth first, in the order the help lists them."""
+    found = [parser]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                found += subcommands(child)
+    return found
+
+
+def render_cli() -> str:
+    """docs/cli.md, from the parser itself (in-process, so the text does not depend on the terminal)."""
+    lines = [CLI_HEADER]
+    for parser in subcommands(build_parser()):
+        parser.formatter_class = functools.partial(argparse.HelpFormatter, width=CLI_WIDTH)
+        lines += [f"## {parser.prog}", "", "```text", parser.format_help().rstrip(), "```", ""]
+    return "\n".join(lines)
+
+
 def pages() -> dict[Path, str]:
     """Every generated file and the text it should have."""
     index = DOCS / "index.md"
     expected = {DOCS / "configuration.md": render(), DOCS / "rllib.md": render_rllib(),
+                DOCS / "api.md": render_api(), DOCS / "cli.md": render_cli(),
                 index: render_index(index.read_text())}
     for name, algorithm in ALGORITHMS.items():
         path = ALGORITHM_PAGES / f"{name}.md"

@@ -36,6 +36,7 @@ from typing import Any
 
 from volley.algorithms import get_config_class
 from volley.errors import VolleyError
+from volley.logging import ProgressBar
 
 
 @dataclass
@@ -60,22 +61,32 @@ class SpeedupRow:
 
 
 def measure(algo: str, env: str, iterations: int, engine: str, workers: int, overrides: dict[str, Any],
-            warmup: int = 0) -> SpeedupRow:
-    """Build on ``engine`` with ``workers`` workers, run ``warmup`` then ``iterations``, time the latter."""
+            warmup: int = 0, progress: ProgressBar | None = None) -> SpeedupRow:
+    """Build on ``engine`` with ``workers`` workers, run ``warmup`` then ``iterations``, time the latter
+    (``progress`` advances by one each iteration)."""
     config = get_config_class(algo)().environment(env).update(**overrides)
     config.update(engine=engine, **({} if engine == "mpi" else {"num_workers": workers}))
     instance = config.build()
     try:
         for _ in range(warmup):
             instance.train()
+            _advance(progress)
         start = time.perf_counter()
-        results = [instance.train() for _ in range(iterations)]
+        results = []
+        for _ in range(iterations):
+            results.append(instance.train())
+            _advance(progress)
         wall = time.perf_counter() - start
     finally:
         instance.stop()
     return SpeedupRow(engine, instance.workers.plan.num_workers, wall,
                       sum(r["timesteps_this_iter"] for r in results),
                       sum(r["sample_time_s"] for r in results), sum(r["learn_time_s"] for r in results))
+
+
+def _advance(progress: ProgressBar | None, units: float = 1.0) -> None:
+    if progress is not None:
+        progress.advance(units)
 
 
 def measure_mpi(algo: str, env: str, iterations: int, ranks: int, overrides: dict[str, Any],
@@ -95,8 +106,9 @@ def measure_mpi(algo: str, env: str, iterations: int, ranks: int, overrides: dic
 
 def speedup(algo: str, env: str, iterations: int, worker_counts: list[int],
             overrides: dict[str, Any], num_cpus: int | None = None, warmup: int = 0,
-            mpi_ranks: list[int] | None = None) -> list[SpeedupRow]:
-    """Measure every worker count (one Ray cluster serves them all), then every MPI rank count."""
+            mpi_ranks: list[int] | None = None, progress: ProgressBar | None = None) -> list[SpeedupRow]:
+    """Measure every worker count (one Ray cluster serves them all), then every MPI rank count;
+    ``progress`` advances by one per iteration, warm-up included (an MPI row's all at its end)."""
     uses_ray = any(worker_counts)  # local and MPI rows run without Ray (a machine may lack it)
     if uses_ray:
         from volley.engines import ray_boot
@@ -105,12 +117,14 @@ def speedup(algo: str, env: str, iterations: int, worker_counts: list[int],
         # started and stopped as the Ray engine does it (without Ray's one-second naps)
         ray_boot.init(ray_boot.cluster_kwargs(None, num_cpus, "WARNING"))
     try:
-        rows = [measure(algo, env, iterations, "local" if n == 0 else "ray", n, overrides, warmup)
+        rows = [measure(algo, env, iterations, "local" if n == 0 else "ray", n, overrides, warmup, progress)
                 for n in worker_counts]
     finally:
         if uses_ray:
             shutdown_ray()
-    rows += [measure_mpi(algo, env, iterations, n, overrides, warmup) for n in mpi_ranks or []]
+    for n in mpi_ranks or []:
+        rows.append(measure_mpi(algo, env, iterations, n, overrides, warmup))
+        _advance(progress, warmup + iterations)
     serial = next((row.wall_s for row in rows if row.workers == 0), rows[0].wall_s)
     for row in rows:
         row.speedup = serial / row.wall_s
@@ -195,12 +209,13 @@ def sampling_worker(env: str, num_envs: int, overrides: dict[str, Any],
 
 
 def measure_samplers(env: str, num_envs: int, overrides: dict[str, Any], seconds: float = 5.0,
-                     variants: Sequence[str] = (), rounds: int = 1) -> list[SamplerRow]:
+                     variants: Sequence[str] = (), rounds: int = 1,
+                     progress: ProgressBar | None = None) -> list[SamplerRow]:
     """A :class:`SamplerRow` for volley's MLP, then one for each of ``variants`` (see
     :func:`sampling_worker`); each part runs for about ``seconds`` with torch on one thread. The
     rows' sampling rates are measured in turns, ``rounds`` times each (in reverse order every
     other round), and each row keeps its median: the rows of one environment see a busy
-    machine's swings alike."""
+    machine's swings alike. ``progress`` advances by one per timed part (:func:`sampler_parts`)."""
     names = ["", *variants]
     workers = [sampling_worker(env, num_envs, overrides, variant) for variant in names]
     volley: list[list[float]] = [[] for _ in names]
@@ -208,15 +223,24 @@ def measure_samplers(env: str, num_envs: int, overrides: dict[str, Any], seconds
         pairs = list(zip(volley, workers, strict=True))
         for rates, (worker, weights, steps) in pairs if turn % 2 == 0 else pairs[::-1]:  # each goes first in turn
             rates.append(rate(lambda w=worker, x=weights: w.sample(x, None), steps, seconds))
+            _advance(progress)
     rows = []
     for variant, rates, (worker, _, _) in zip(names, volley, workers, strict=True):
         assert worker.observations is not None
         obs = worker.obs_filter(worker.observations, update=False)
         forward = rate(lambda w=worker, o=obs: w.act(o, True), num_envs, seconds)
         worker.env.close()
-        rows.append(SamplerRow(f"{env} ({variant})" if variant else env, num_envs,
-                               raw_env_rate(env, num_envs, seconds), forward, statistics.median(rates)))
+        raw = raw_env_rate(env, num_envs, seconds)
+        _advance(progress, 2)
+        rows.append(SamplerRow(f"{env} ({variant})" if variant else env, num_envs, raw, forward,
+                               statistics.median(rates)))
     return rows
+
+
+def sampler_parts(variants: Sequence[str], rounds: int) -> int:
+    """The timed parts of :func:`measure_samplers`: each policy's sampling per round, then its forward
+    pass and the raw environment."""
+    return (1 + len(variants)) * (rounds + 2)
 
 
 def raw_env_rate(env: str, num_envs: int, seconds: float, seed: int = 0) -> float:

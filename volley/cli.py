@@ -129,8 +129,16 @@ def _plot(args: argparse.Namespace) -> int:
 
 def _bench(args: argparse.Namespace) -> int:
     from volley.algorithms import get_config_class
-    from volley.bench import SAMPLER_CASES, measure_samplers, sampler_table, speedup, table
+    from volley.bench import (
+        SAMPLER_CASES,
+        measure_samplers,
+        sampler_parts,
+        sampler_table,
+        speedup,
+        table,
+    )
     from volley.envs import check_env_id
+    from volley.logging import ProgressBar
 
     if args.bench == "sampler":
         cases = [case for case in SAMPLER_CASES if args.env is None or case[0] in args.env]
@@ -141,10 +149,14 @@ def _bench(args: argparse.Namespace) -> int:
             if env not in [case[0] for case in SAMPLER_CASES]:
                 cases.append((env, 1, {}))
         variants = [name for name, asked in (("custom model", args.custom_model), ("LSTM 64", args.lstm)) if asked]
+        runs = [(env, n, keys, [] if env.startswith("ALE/") and "-ram" not in env else variants)
+                for env, n, keys in cases]  # pixels: the CNN, no MLP to copy
+        bar = ProgressBar.on_terminal(sys.stderr, sum(sampler_parts(v, args.rounds) for *_, v in runs))
         rows = []
-        for env, n, keys in cases:
-            pixels = env.startswith("ALE/") and "-ram" not in env  # the CNN: no MLP to copy
-            rows += measure_samplers(env, n, keys, args.seconds, [] if pixels else variants, args.rounds)
+        for env, n, keys, run_variants in runs:
+            rows += measure_samplers(env, n, keys, args.seconds, run_variants, args.rounds, bar)
+        if bar is not None:
+            bar.clear()
         print(sampler_table(rows))
         return 0
 
@@ -153,8 +165,13 @@ def _bench(args: argparse.Namespace) -> int:
     check_env_id(args.env)
     print(f"volley: {args.algo} on {args.env}, {args.iters} iterations per worker count "
           f"after {args.warmup} untimed")
-    print(table(speedup(args.algo, args.env, args.iters, args.workers, overrides, args.num_cpus, args.warmup,
-                        args.mpi)))
+    counts = len(args.workers) + len(args.mpi or [])
+    bar = ProgressBar.on_terminal(sys.stderr, counts * (args.warmup + args.iters))
+    measured = speedup(args.algo, args.env, args.iters, args.workers, overrides, args.num_cpus, args.warmup,
+                       args.mpi, bar)
+    if bar is not None:
+        bar.clear()
+    print(table(measured))
     return 0
 
 

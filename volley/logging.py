@@ -115,39 +115,52 @@ def _duration(seconds: float) -> str:
 
 
 class ProgressBar:
-    """One line under the table, redrawn in place: the fraction done, elapsed time and ETA.
+    """One line redrawn in place: the fraction done, elapsed time and ETA.
 
-    ``fraction(result)`` says how far a result is towards the stop criterion (None: unknown).
+    A run draws the fraction its stop criterion gives each result (:meth:`draw`); ``volley bench``
+    counts units of work out of a known ``total`` (:meth:`advance`). Only a terminal gets one
+    (:meth:`on_terminal`): logs and CI keep their plain lines.
     """
 
     WIDTH = 30
 
-    def __init__(self, out: TextIO, fraction: Callable[[dict[str, Any]], float | None]) -> None:
+    def __init__(self, out: TextIO, total: float = 1.0) -> None:
         self.out = out
-        self.fraction = fraction
+        self.total = total
+        self.done = 0.0
         self.start = time.monotonic()
         self.shown = False
 
-    def line(self, result: dict[str, Any], elapsed: float) -> str | None:
-        done = self.fraction(result)
-        if done is None:
-            return None
+    @classmethod
+    def on_terminal(cls, out: TextIO | None, total: float = 1.0) -> ProgressBar | None:
+        """A bar on ``out`` if it is a terminal, else None."""
+        return cls(out, total) if out is not None and out.isatty() else None
+
+    def line(self, done: float, elapsed: float) -> str:
         done = min(max(done, 0.0), 1.0)
         filled = round(done * self.WIDTH)
         eta = _duration(elapsed * (1 - done) / done) if done > 0 else "?"
         return (f"[{'#' * filled}{'.' * (self.WIDTH - filled)}] {done:4.0%}  "
                 f"{_duration(elapsed)} elapsed, ETA {eta}")
 
-    def draw(self, result: dict[str, Any]) -> None:
-        text = self.line(result, time.monotonic() - self.start)
-        if text is not None:
-            self.out.write(text)
-            self.out.flush()
-            self.shown = True
+    def draw(self, done: float | None) -> None:
+        """Redraw at fraction ``done`` (None: unknown, nothing drawn)."""
+        if done is None:
+            return
+        self.clear()
+        self.out.write(self.line(done, time.monotonic() - self.start))
+        self.out.flush()
+        self.shown = True
+
+    def advance(self, units: float = 1.0) -> None:
+        """``units`` more of ``total`` are done."""
+        self.done += units
+        self.draw(self.done / self.total)
 
     def clear(self) -> None:
         if self.shown:
             self.out.write("\r\033[K")
+            self.out.flush()
             self.shown = False
 
 
@@ -163,8 +176,8 @@ class ResultLogger:
                  fraction: Callable[[dict[str, Any]], float | None] | None = None) -> None:
         self.out = out
         self.header_every = header_every
-        self.bar = (ProgressBar(out, fraction)
-                    if out is not None and fraction is not None and out.isatty() else None)
+        self.fraction = fraction
+        self.bar = ProgressBar.on_terminal(out) if fraction is not None else None
         self.rows = 0
         self.columns = list(COLUMNS)
         self.progress: TextIO | None = None
@@ -200,8 +213,8 @@ class ResultLogger:
             if self._grow(result) or self.rows % self.header_every == 0:  # a new column: a new header
                 print(self.header(), file=self.out)
             print(self.row(result), file=self.out, flush=True)
-            if self.bar is not None:
-                self.bar.draw(result)
+            if self.bar is not None and self.fraction is not None:
+                self.bar.draw(self.fraction(result))
         self.rows += 1
         if self.progress is not None:
             self.progress.write(json.dumps(_json_safe(result)) + "\n")

@@ -103,6 +103,45 @@ def test_bench_speedup_prints_one_row_per_worker_count():
     assert steps / (wall + 0.005) <= rate <= steps / (wall - 0.005)  # steps over wall s, shown to 0.01 s
 
 
+def on_a_terminal(*args: str, stream: str) -> tuple[str, subprocess.CompletedProcess]:
+    """``volley ARGS`` with its ``stream`` ("stdout" or "stderr") on a pseudo-terminal: what the
+    terminal showed, and the run (the other stream piped)."""
+    import pty
+
+    main, child = pty.openpty()
+    other = "stderr" if stream == "stdout" else "stdout"
+    proc = subprocess.Popen([VOLLEY, *args], **{stream: child, other: subprocess.PIPE}, text=True)
+    os.close(child)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(main, 4096)
+        except OSError:  # the child's end closed: it exited
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(main)
+    piped = getattr(proc, other).read()
+    proc.wait(timeout=300)
+    return shown.decode(), subprocess.CompletedProcess(proc.args, proc.returncode, piped, piped)
+
+
+def test_a_budget_on_a_terminal_shows_a_bar_with_the_time_left(tmp_path):
+    """train and bench draw a bar with the ETA on a terminal; piped (as every other test runs them),
+    their output has none."""
+    shown, run = on_a_terminal("train", "--engine", "local", "--max-timesteps", "4096", "--logdir", str(tmp_path),
+                               stream="stdout")
+    assert run.returncode == 0, run.stderr
+    # a batch is 2,048 steps less the resets: the first row is just under halfway
+    assert re.search(r"\[#{14}\.{16}\]  4\d%  0:\d\d elapsed, ETA 0:\d\d", shown), shown
+    assert "] 100%" in shown
+    shown, run = on_a_terminal("bench", "speedup", "--algo", "pg", "--iters", "2", "--warmup", "2", "--workers", "0",
+                               "--set", "train_batch_size=200", stream="stderr")
+    assert run.returncode == 0 and "| local | 0 |" in run.stdout and "ETA" not in run.stdout, run.stdout
+    assert "[########......................]  25%" in shown and "] 100%" in shown, shown
+
+
 def test_bench_sampler_rows_add_up():
     """One row per environment (an MLP acting in numpy, a CNN in torch), each ratio the one its
     own rates give."""

@@ -9,7 +9,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import yaml
 
+import volley
 from volley.algorithms import ALGORITHMS, rllib_table
 from volley.algorithms.ppo import PPO
 
@@ -84,6 +86,43 @@ def test_every_page_is_linked_from_the_index_and_every_link_resolves():
         for target in links(page):
             resolved = (page.parent / target).resolve()
             assert resolved.exists(), f"{page.relative_to(ROOT)} -> {target}"
+
+
+def test_the_readmes_links_resolve():
+    for target in links(ROOT / "README.md"):
+        assert (ROOT / target).exists(), f"README.md -> {target}"
+
+
+def test_api_page_documents_every_public_name():
+    """docs/api.md has a mkdocstrings block per public name, at the module that defines it."""
+    page = (DOCS / "api.md").read_text()
+    for name in volley.__all__:
+        if name != "__version__":
+            assert f"\n::: {volley._HOMES[name]}.{name}\n" in page, name
+
+
+class _IgnoringTags(yaml.SafeLoader):
+    """mkdocs.yml's own tags (``!!python/object/apply:`` for the slugify) read as None."""
+
+
+_IgnoringTags.add_multi_constructor("", lambda loader, suffix, node: None)
+
+
+def nav_pages(entries: list) -> set[str]:
+    """Every page of mkdocs.yml's nav (``title: page.md`` entries, sections of them, or bare pages)."""
+    pages: set[str] = set()
+    for entry in entries:
+        for value in entry.values() if isinstance(entry, dict) else [entry]:
+            pages |= nav_pages(value) if isinstance(value, list) else {value}
+    return pages
+
+
+def test_every_page_is_in_the_sites_nav():
+    """The site (mkdocs.yml) reaches every page: a page missing from its nav fails the strict build too."""
+    config = yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=_IgnoringTags)
+    pages = nav_pages(config["nav"])
+    for page in DOCS.rglob("*.md"):
+        assert page.relative_to(DOCS).as_posix() in pages, f"mkdocs.yml's nav lacks {page.relative_to(ROOT)}"
 
 
 def heading_anchors(page: Path) -> set[str]:

@@ -22,10 +22,30 @@ def test_stop_fraction_is_the_nearest_limit():
 
 
 def test_bar_shows_the_fraction_and_the_time_left():
-    bar = ProgressBar(io.StringIO(), Stop(iterations=20).fraction)
+    bar = ProgressBar(io.StringIO())
     # a quarter done after 30 s: 90 s to go
-    assert bar.line(RESULT, 30.0) == f"[{'#' * 8}{'.' * 22}]  25%  0:30 elapsed, ETA 1:30"
-    assert ProgressBar(io.StringIO(), Stop(reward=1).fraction).line(RESULT, 30.0) is None
+    assert bar.line(Stop(iterations=20).fraction(RESULT), 30.0) == f"[{'#' * 8}{'.' * 22}]  25%  0:30 elapsed, ETA 1:30"
+    bar.draw(Stop(reward=1).fraction(RESULT))  # a reward target: no fraction, nothing drawn
+    assert bar.out.getvalue() == ""
+
+
+def test_a_bar_counts_units_of_a_total_on_a_terminal_only():
+    assert ProgressBar.on_terminal(io.StringIO(), 4) is None
+    bar = ProgressBar.on_terminal(Terminal(), 4)
+    bar.advance()
+    bar.advance(2)
+    assert bar.out.getvalue().split("\r\033[K")[-1].startswith(f"[{'#' * 22}{'.' * 8}]  75%")
+
+
+def test_bench_advances_its_bar_once_per_iteration_and_timed_part():
+    from volley.bench import measure_samplers, sampler_parts, speedup
+
+    bar = ProgressBar(Terminal(), total=3)
+    speedup("pg", "CartPole-v1", 2, [0], {"train_batch_size": 200}, warmup=1, progress=bar)
+    assert bar.done == 3 and bar.out.getvalue().split("\r\033[K")[-1].startswith(f"[{'#' * 30}] 100%")
+    bar = ProgressBar(Terminal(), total=sampler_parts(["custom model"], 2))
+    measure_samplers("CartPole-v1", 2, {}, 0.02, ["custom model"], rounds=2, progress=bar)
+    assert bar.done == bar.total == 8
 
 
 def test_bar_only_on_a_terminal():
