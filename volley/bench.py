@@ -63,7 +63,7 @@ class SpeedupRow:
 def measure(algo: str, env: str, iterations: int, engine: str, workers: int, overrides: dict[str, Any],
             warmup: int = 0, progress: ProgressBar | None = None) -> SpeedupRow:
     """Build on ``engine`` with ``workers`` workers, run ``warmup`` then ``iterations``, time the latter
-    (``progress`` advances by one each iteration)."""
+    (``progress`` advances by one each iteration, outside the clock: drawing the bar is not the run's)."""
     config = get_config_class(algo)().environment(env).update(**overrides)
     config.update(engine=engine, **({} if engine == "mpi" else {"num_workers": workers}))
     instance = config.build()
@@ -71,12 +71,12 @@ def measure(algo: str, env: str, iterations: int, engine: str, workers: int, ove
         for _ in range(warmup):
             instance.train()
             _advance(progress)
-        start = time.perf_counter()
-        results = []
+        results, wall = [], 0.0
         for _ in range(iterations):
+            start = time.perf_counter()
             results.append(instance.train())
+            wall += time.perf_counter() - start
             _advance(progress)
-        wall = time.perf_counter() - start
     finally:
         instance.stop()
     return SpeedupRow(engine, instance.workers.plan.num_workers, wall,
