@@ -112,10 +112,12 @@ MULTI_AGENT = {
 }
 # The scripts that finish in seconds each: CI runs them (tests/cli/test_rllib_examples.py). The multi-agent
 # ones: PPO and DQN each training its own policy; a learned policy (feed-forward, then LSTM) against RLlib's
-# hand-written rock-paper-scissors heuristics on PettingZoo; agents that come and go, spaces from PolicySpecs
-FAST = ("cartpole_lstm", "custom_env", "nested_action_spaces", "checkpoint_by_custom_criteria",
-        "parallel_evaluation_and_training", "deterministic_training", "multi_agent_two_trainers",
-        "rock_paper_scissors_multiagent", "hierarchical_training")
+# hand-written rock-paper-scissors heuristics on PettingZoo; agents that come and go, spaces from PolicySpecs.
+# custom_env and parallel_evaluation_and_training are left to the whole suite: CI runs their Tune calls
+# (a config holding a grid search, tune.run with a dict, an environment class defined in the script) in one
+# process instead (test_tunes_rllib_names_run_volley_with_a_config_or_a_dict), 75 s less of its tests
+FAST = ("cartpole_lstm", "nested_action_spaces", "checkpoint_by_custom_criteria", "deterministic_training",
+        "multi_agent_two_trainers", "rock_paper_scissors_multiagent", "hierarchical_training")
 # Flags that stop a script early, where the script has them, and the arguments of those that
 # spell it otherwise. --num-cpus counts Ray's logical CPUs: 8 lets a trial that reserves four
 # rollout workers (replay_buffer_api) or evaluation workers beside itself start on a 2-core machine,

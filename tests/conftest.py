@@ -1,6 +1,6 @@
 """Shared fixtures, and Hypothesis made reproducible.
 
-Ray takes seconds to start, so each test module that needs it shares one.
+Ray takes seconds to start, so each test process shares one (``ray_session``).
 
 Property tests draw the same examples on every run (``derandomize``): a red CI is a fault in
 the code, never an unlucky draw (issue 45: a fresh clone once drew ``'\\ud800'``). To explore
@@ -10,6 +10,7 @@ new examples locally, run with ``HYPOTHESIS_PROFILE=explore``.
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 from hypothesis import settings
@@ -19,15 +20,56 @@ settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
-@pytest.fixture(scope="module")
-def ray_session():
-    """A new embedded Ray cluster (never one recorded by `ray start`) with 2 CPUs, started and
-    shut down as volley's Ray engine does it."""
-    import ray
-
+def start_ray():
+    """A new embedded Ray cluster (never one recorded by `ray start`) with 2 CPUs, started as
+    volley's Ray engine starts it."""
     from volley.engines import ray_boot
-    from volley.engines.ray_engine import shutdown_ray
 
     ray_boot.init(ray_boot.cluster_kwargs(None, 2, "ERROR") | {"log_to_driver": False})
-    yield ray
-    shutdown_ray()
+
+
+@pytest.fixture
+def ray_session():
+    """The Ray cluster this test process shares (started on first use, about 6 s of CPU here):
+    each pytest-xdist process starts one and keeps it to the end, rather than one per module. A
+    test that needs Ray down (:func:`no_ray`) shuts it down, and the next test that asks for it
+    starts a new one."""
+    import ray
+
+    if not ray.is_initialized():
+        start_ray()
+    return ray
+
+
+@pytest.fixture
+def no_ray() -> None:
+    """Ray is not running in this process: for what volley does when it has to start or find one."""
+    import ray
+
+    if ray.is_initialized():
+        from volley.engines.ray_engine import shutdown_ray
+
+        shutdown_ray()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        from volley.engines.ray_engine import shutdown_ray
+
+        shutdown_ray()
+
+
+# The folders by how long their tests run, longest first: pytest-xdist hands the first quarter of the
+# tests out one by one in turn, so each process starts on its share of the long learning runs and the
+# thousands of short unit tests fill the gaps at the end, rather than one process still learning
+# alone after the others have finished.
+SLOWEST_FIRST = ("learning", "mpi", "cli", "engines", "multi_agent", "unit")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        folder = item.path.parent.name
+        return SLOWEST_FIRST.index(folder) if folder in SLOWEST_FIRST else len(SLOWEST_FIRST)
+
+    items.sort(key=rank)

@@ -10,6 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from volley.cli import main
+
 VOLLEY = os.path.join(os.path.dirname(sys.executable), "volley")
 
 TESTS = Path(__file__).parents[1]  # where custom_models.py registers "my_model" and "wrong_shape"
@@ -42,13 +46,19 @@ def test_train_evaluate_with_a_video_and_resume_a_custom_model(tmp_path):
                               "this process); ModelCatalog.register_custom_model('my_model', ...)\n")
 
 
-def test_custom_model_mistakes_get_one_line_and_exit_2(tmp_path):
-    cases = [
-        (["--import", "custom_models", "--set", 'model={"custom_model": "wrong_shape"}'],
-         "custom model WrongShape returned outputs of shape (2, 1): expected (2, 2), one logit per action"),
-        (["--import", "no_such_models"], "--import no_such_models: No module named 'no_such_models'"),
-    ]
-    for args, message in cases:
-        out = volley("train", "--engine", "local", "--max-iters", "1", *args, cwd=tmp_path)
-        assert out.returncode == 2, out.stderr[-3000:]
-        assert message in out.stderr and out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
+@pytest.mark.parametrize(("args", "message"), [
+    (["--import", "custom_models", "--set", 'model={"custom_model": "wrong_shape"}'],
+     "custom model WrongShape returned outputs of shape (2, 1): expected (2, 2), one logit per action"),
+    (["--import", "no_such_models"], "--import no_such_models: No module named 'no_such_models'"),
+])
+def test_custom_model_mistakes_get_one_line_and_exit_2(args, message, tmp_path, monkeypatch, capfd):
+    """Through ``volley.cli.main`` in this process (tests/ on the path, as PYTHONPATH puts it for
+    the real processes above); a real process's one-line custom-model error is the last step of
+    test_train_evaluate_with_a_video_and_resume_a_custom_model."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(TESTS))
+    capfd.readouterr()
+    code = main(["train", "--engine", "local", "--max-iters", "1", "--logdir", str(tmp_path / "runs"), *args])
+    out, err = capfd.readouterr()
+    assert code == 2, err[-3000:]
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err + out

@@ -8,6 +8,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from volley.cli import main
@@ -45,10 +46,24 @@ def test_the_issue_s_presets_are_shipped_and_listed(capsys):
         assert f"| {name} |" in markdown
 
 
+# A smaller batch for the presets whose first iteration is long (Pong: 10 whole episodes, or
+# 10,000 steps); every other key of the preset stays. Only the batch's size changes: pg-pong's
+# 2 episodes are still one for each of its 2 workers, trpo-pong-ram's 1,000 steps still a whole
+# episode from each (complete_episodes), ppo-pong's 256 steps still come from all 8 of its envs.
+SMALLER_BATCH = {"pg-pong": {"batch_episodes": 2}, "trpo-pong-ram": {"train_batch_size": 1000},
+                 "ppo-pong": {"train_batch_size": 256}}
+# The MPI presets are PPO on MuJoCo on the same engine with nearly the same keys (ppo-humanoid
+# adds gather mode, an lr schedule and value clipping); one goes through `volley train` and
+# mpiexec (an allreduce one, the mode of three of them), the others build here (below).
+THROUGH_MPIEXEC = "ppo-hopper"
+
+
 @pytest.mark.parametrize("name", IN_PROCESS)
 def test_preset_trains_one_iteration(name, ray_session):
     preset = load_preset(name)
-    algo = preset.make_config().build()
+    smaller = SMALLER_BATCH.get(name, {})
+    assert set(smaller) <= {"batch_episodes", "train_batch_size"}  # a size, never how it trains
+    algo = preset.make_config(smaller).build()
     try:
         result = algo.train()  # Ape-X's first iteration waits for its workers' first report
     finally:
@@ -58,8 +73,11 @@ def test_preset_trains_one_iteration(name, ray_session):
     assert algo.config.env == preset.env
 
 
-@pytest.mark.parametrize("name", MPI)
-def test_mpi_preset_starts_its_own_ranks_and_trains_one_iteration(name, tmp_path):
+def test_mpi_preset_starts_its_own_ranks_and_trains_one_iteration(tmp_path):
+    """`volley train --preset` of an MPI preset starts mpiexec with the preset's nprocs itself.
+    What this shows holds for every MPI preset (the same command path); the others' configs are
+    built by test_the_other_mpi_presets_build_as_a_one_rank_job."""
+    name = THROUGH_MPIEXEC
     run = subprocess.run([sys.executable, "-m", "volley", "train", "--preset", name, "--max-iters", "1",
                           "--logdir", str(tmp_path), "--name", "run", "--no-tensorboard"],
                          capture_output=True, text=True, timeout=300)
@@ -68,6 +86,24 @@ def test_mpi_preset_starts_its_own_ranks_and_trains_one_iteration(name, tmp_path
     assert f"engine mpi, {preset.nprocs} worker(s)" in run.stdout
     assert "stopped (reached 1 iterations)" in run.stdout
     assert (tmp_path / "run" / "checkpoint").exists()
+
+
+@pytest.mark.parametrize("name", [name for name in MPI if name != THROUGH_MPIEXEC])
+def test_the_other_mpi_presets_build_as_a_one_rank_job(name):
+    """Each other MPI preset's config, unchanged, builds here as a one-rank MPI job (no mpiexec):
+    its environment, model, filters and mode; and the model acts. Its iteration is PPO's on the
+    MPI engine, which test_mpi_preset_starts_its_own_ranks_and_trains_one_iteration trains
+    (allreduce, two ranks) and tests/mpi/test_mpi.py trains in both modes; gather mode on
+    Humanoid on two ranks is tests/cli/test_examples.py::test_ppo_humanoid_mpi_runs_on_two_ranks's."""
+    preset = load_preset(name)
+    algo = preset.make_config().build()
+    try:
+        assert (algo.config.engine, algo.config.mpi_mode) == ("mpi", preset.config["mpi_mode"])
+        assert algo.config.env == preset.env
+        action = algo.compute_single_action(algo.observation_space.sample())  # the model fits the env
+        assert np.shape(action) == algo.action_space.shape
+    finally:
+        algo.stop()
 
 
 def test_flags_override_the_preset(tmp_path, capsys):

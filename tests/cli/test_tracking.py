@@ -68,7 +68,8 @@ def offline(tmp_path):
 def test_train_logs_the_config_and_every_row_it_printed(offline):
     tmp_path, env = offline
     out = volley("train", "--engine", "local", "--max-iters", "3", "--eval-every", "2", "--set",
-                 "evaluation_duration=2", "--logdir", str(tmp_path / "runs"), "--name", "run",
+                 "evaluation_duration=2", "--set", "train_batch_size=500", "--set",
+                 "minibatch_size=125", "--logdir", str(tmp_path / "runs"), "--name", "run",
                  "--no-tensorboard", "--wandb", "--wandb-project", "volley-test", env=env)
     assert out.returncode == 0, out.stderr[-3000:]
     run_dir = tmp_path / "runs" / "run"

@@ -259,11 +259,14 @@ def test_a_dim_too_small_for_the_cnn_is_named():
 
 
 def test_env_task_fn_and_custom_evaluation_function_reach_a_tune_trial(ray_session, tmp_path):
+    """Both functions travel to the trial's process; its sampling stays in that process (that they
+    reach Ray workers from there is test_env_task_fn_sets_each_environments_task_after_every_iteration's
+    [ray] case), so the trial starts no actor of its own beside Tune's."""
     from ray import tune
 
     from volley.tune import RunConfig, trainable
 
-    config = (quick(Corridor, "ray", evaluation_interval=1, custom_evaluation_function=custom_eval_function)
+    config = (quick(Corridor, "local", evaluation_interval=1, custom_evaluation_function=custom_eval_function)
               .environment(env_config={"start_length": 3}, env_task_fn=curriculum_fn))
     tuner = tune.Tuner(trainable(config), run_config=RunConfig(
         storage_path=str(tmp_path), name="curriculum", verbose=0, stop={"training_iteration": 3}))

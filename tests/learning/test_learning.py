@@ -54,22 +54,18 @@ def test_cartpole_with_rllibs_adaptive_kl_penalty_reaches_475():
         assert after["kl_coeff"] == adapt_kl_coeff(before["kl_coeff"], before["kl"], 0.01)
 
 
-def test_cartpole_two_ray_workers_reach_475(ray_session):
-    algo = (PPOConfig().environment("CartPole-v1").resources(engine="ray")
-            .rollouts(num_workers=2, num_envs_per_worker=4).debugging(seed=1).build())
-    result = train_until(algo, 475, max_steps=200_000)
-    assert result["episode_reward_mean"] >= 475, result
-    assert result["num_workers"] == 2
-
-
 def test_pendulum_continuous_improves_clearly():
+    """Random play scores about -1200; trained until 500 better than the first iteration, what
+    the test asserts: seed 0 (reproducible on the local engine) started at -1177 and reached
+    -647 at 79,480 steps. Before issue 59 it trained on to -250 (at 120,232 steps) to assert the
+    same +500."""
     algo = (PPOConfig().environment("Pendulum-v1", observation_filter="MeanStdFilter")
             .resources(engine="local").rollouts(num_envs_per_worker=8)
             .training(train_batch_size=2048, minibatch_size=256, num_epochs=10, lr=1e-3,
                       gamma=0.9, gae_lambda=0.95, model={"log_std_init": -0.5})
             .debugging(seed=0).build())
     first = algo.train()["episode_reward_mean"]
-    result = train_until(algo, -250, max_steps=150_000)
+    result = train_until(algo, first + 500, max_steps=150_000)
     assert math.isfinite(first) and first < -900  # random play scores about -1200
     assert result["episode_reward_mean"] >= first + 500, (first, result["episode_reward_mean"])
 
@@ -133,24 +129,35 @@ def test_a2c_cartpole_local_engine_reaches_475():
 
 
 def test_dqn_cartpole_local_engine_reaches_475():
+    """DQN's update (Ape-X DQN's too) to 475. The local engine is reproducible from a seed (two
+    runs of seed 1 matched iteration for iteration, to 12k steps): seed 1 reached 475 at 74,919
+    steps, twice; seed 2 was at 406 at 70k; seed 0, this test's seed before issue 59, at 80,552
+    in the dqn-cartpole preset's benchmark run (commit 003e9ca)."""
     import torch
 
     from volley import DQNConfig
 
     algo = (DQNConfig().environment("CartPole-v1").resources(engine="local").training(n_step=3)
-            .debugging(seed=0).build())
+            .debugging(seed=1).build())
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # minibatches of 64 are too small to share; a busy 2nd core stalls them
     try:
-        result = train_until(algo, 475, max_steps=150_000)
+        result = train_until(algo, 475, max_steps=100_000)
     finally:
         torch.set_num_threads(threads)
     assert result["episode_reward_mean"] >= 475, result
 
 
-def test_apex_dqn_two_acting_workers_one_shard_reach_475(ray_session):
-    """Ape-X on Ray: 2 acting workers, 1 replay shard, the learner in this process; bounded in
-    learner updates (each train() call learns for a second, however many that is)."""
+def test_apex_dqn_two_acting_workers_one_shard_reach_200(ray_session):
+    """Ape-X on Ray: 2 acting workers, 1 replay shard, the learner in this process, to a mean of
+    200 over 100 episodes (random play: about 22); bounded in learner updates (each train() call
+    learns for a second, however many that is). Asynchronous runs are not reproducible from a
+    seed; on the 2 cores, loaded by other jobs, two runs of each seed reached 200 at 12,105 and
+    12,501 learner updates (seed 0), 15,678 and 23,424 (seed 1), 12,360 and 10,999 (seed 2): the
+    budget is 2.5 times the slowest. DQN's update to 475 is
+    test_dqn_cartpole_local_engine_reaches_475's; Ape-X with these settings to 475 is the
+    benchmark's (benchmarks/RESULTS.md: three runs in 43.4k-43.9k updates, two others at 413 and
+    465 after their 150k steps), three to four times this test's updates."""
     import torch
 
     from volley import ApexDQNConfig
@@ -162,28 +169,28 @@ def test_apex_dqn_two_acting_workers_one_shard_reach_475(ray_session):
     torch.set_num_threads(1)  # the learner shares the 2 cores with the workers
     result = {}
     try:
-        # seeds 0-2 reached 475 in ~43.5k updates, but asynchronous runs are not reproducible
-        # and one benchmark run was at 413 after 150k env steps (~75k updates): room to recover
-        while not result or (result["learner_updates"] < 150_000
-                             and not result["episode_reward_mean"] >= 475):
+        while not result or (result["learner_updates"] < 60_000
+                             and not result["episode_reward_mean"] >= 200):
             result = algo.train()
     finally:
         torch.set_num_threads(threads)
         algo.stop()
-    assert result["episode_reward_mean"] >= 475, result
+    assert result["episode_reward_mean"] >= 200, result
     assert result["num_worker_restarts"] == 0 and result["replay_size"] > 0
 
 
 # -- a custom model, as RLlib's docs write one (tests/custom_models.py) -----------------------
 
 
-@pytest.mark.parametrize("engine", ["local", "ray"])
-def test_a_custom_model_learns_cartpole_to_475(engine, request):
-    if engine == "ray":
-        request.getfixturevalue("ray_session")
+def test_a_custom_model_learns_cartpole_to_475_on_two_ray_workers(ray_session):
+    """PPO with a custom model registered in this process (the workers rebuild it from the
+    registry) reaches 475 on 2 Ray workers: seed 0 at 65,117 steps (budget 150k). It holds the assertions of
+    two tests it replaced (issue 59): test_cartpole_two_ray_workers_reach_475 (PPO on 2 Ray
+    workers reaches 475, num_workers == 2) and this test's local-engine case (the custom model
+    learns; the same model and update as here, the local engine's PPO to 475 being
+    test_cartpole_local_engine_reaches_475's)."""
     ModelCatalog.register_custom_model("my_model", TorchCustomModel)
-    config = (PPOConfig().environment("CartPole-v1").resources(engine=engine)
-              .env_runners(num_env_runners=2 if engine == "ray" else 0)
+    config = (PPOConfig().environment("CartPole-v1").resources(engine="ray").env_runners(num_env_runners=2)
               .training(model={"custom_model": "my_model", "vf_share_layers": False}).debugging(seed=0))
     algo = config.build()
     before = algo.policy.get_flat_weights()
@@ -197,6 +204,7 @@ def test_a_custom_model_learns_cartpole_to_475(engine, request):
     finally:
         algo.stop()
     assert result["episode_reward_mean"] >= 475, result
+    assert result["num_workers"] == 2
     assert np.abs(after - before).max() > 0.1  # its weights, trained
 
 
@@ -266,18 +274,22 @@ def test_apex_sac_pendulum_one_acting_worker_reaches_minus_200(ray_session):
 
 def test_lstm_ppo_remembers_what_stateless_cartpole_hides():
     """StatelessCartPole-v1 shows the cart's position and the pole's angle only: the preset's LSTM
-    PPO (rl-zoo's RecurrentPPO settings for CartPoleNoVel) reaches 475, and the same settings
-    without the LSTM do not in the steps the LSTM took. Seed 0 reached 475 at 87,900 steps when
-    this test was written (seeds 0-2: benchmarks/RESULTS.md)."""
+    PPO (rl-zoo's RecurrentPPO settings for CartPoleNoVel) reaches 200 (random play: about 22),
+    and the same settings without the LSTM stay below 100 in the steps the LSTM took. Seeds 0, 1
+    and 2 reached 200 at 29,151, 29,411 and 28,415 steps (the local engine is reproducible from a
+    seed); the feed-forward control plateaus near 45 (seed 0 at most 49.5 in 60k steps; seeds 1
+    and 2 at most 49.2 and 54.5 in 30k). The run to 475 (a median of 115k steps, 3 seeds) is the
+    preset's benchmark (benchmarks/RESULTS.md); past 200 the LSTM's curve is slow and not
+    monotone (seed 1: 265 at 39k steps, 196 at 51k, 300 at 85k)."""
     from volley.presets import load_preset
 
     preset = load_preset("ppo-lstm-stateless-cartpole")
-    lstm = train_until(preset.make_config({"seed": 0}).build(), 475, max_steps=150_000)
-    assert lstm["episode_reward_mean"] >= 475, lstm
+    lstm = train_until(preset.make_config({"seed": 0}).build(), 200, max_steps=60_000)
+    assert lstm["episode_reward_mean"] >= 200, lstm
     budget = lstm["timesteps_total"]
     without_memory = {"seed": 0, "model": {**preset.config["model"], "use_lstm": False}}
-    feed_forward = train_until(preset.make_config(without_memory).build(), 475, max_steps=budget)
-    assert feed_forward["episode_reward_mean"] < 475 and feed_forward["timesteps_total"] >= budget, feed_forward
+    feed_forward = train_until(preset.make_config(without_memory).build(), 100, max_steps=budget)
+    assert feed_forward["episode_reward_mean"] < 100 and feed_forward["timesteps_total"] >= budget, feed_forward
 
 
 def test_r2d2_cartpole_reaches_150():

@@ -203,7 +203,7 @@ def test_env_creator_of_the_wrong_kind_is_named(creator, pattern):
 
 
 @pytest.mark.parametrize("address", ["127.0.0.1:1", "ray://127.0.0.1:1"])
-def test_a_ray_address_nobody_listens_on_fails_in_one_try(address):
+def test_a_ray_address_nobody_listens_on_fails_in_one_try(address, no_ray):
     """ray.init would retry for a minute or more; the TCP probe answers in one refused connect."""
     config = CONFIGS[0]().resources(engine="ray", ray_address=address).rollouts(num_workers=1)
     with pytest.raises(ConfigError, match=f"nothing answers at ray_address='{address}'"):
@@ -211,7 +211,7 @@ def test_a_ray_address_nobody_listens_on_fails_in_one_try(address):
 
 
 @pytest.mark.parametrize("address", ["headnode", "headnode:port", "10.0.0.1:70000"])
-def test_a_malformed_ray_address_is_named(address):
+def test_a_malformed_ray_address_is_named(address, no_ray):
     config = CONFIGS[0]().resources(engine="ray", ray_address=address).rollouts(num_workers=1)
     with pytest.raises(ConfigError, match=f"ray_address='{address}' is not 'auto', 'host:port'"):
         config.build()

@@ -25,7 +25,10 @@ def test_each_name_names_its_config_and_algorithm(name):
 
 
 def test_build_builds_the_algorithm_the_config_names():
-    algo = get_config_class("pg")().environment("CartPole-v1").training(batch_episodes=1).build()
+    """The class is the registry's whatever the engine; the local one builds without starting Ray
+    (building on each engine is tests/engines/'s)."""
+    algo = (get_config_class("pg")().environment("CartPole-v1").training(batch_episodes=1)
+            .update(engine="local").build())
     try:
         assert type(algo) is get_trainable_cls("pg")
     finally:
