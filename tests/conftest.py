@@ -60,10 +60,11 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         shutdown_ray()
 
 
-# The folders by how long their tests run, longest first: pytest-xdist hands the first quarter of the
-# tests out one by one in turn, so each process starts on its share of the long learning runs and the
-# thousands of short unit tests fill the gaps at the end, rather than one process still learning
-# alone after the others have finished.
+# The folders by how long their tests run, longest first. pytest-xdist (``--maxschedchunk 1`` in
+# pyproject.toml) hands each process the next test in this order whenever it is down to two, so the
+# long learning runs spread over the processes at the start and the thousands of short unit tests
+# fill the gaps at the end. (Without it, xdist sends each process a contiguous quarter of its share
+# at once: one process got every learning run and most CLI runs, and ran alone for minutes.)
 SLOWEST_FIRST = ("learning", "mpi", "cli", "engines", "multi_agent", "unit")
 
 
