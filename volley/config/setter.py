@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import functools
 import sys
 import types
 import typing
@@ -44,11 +43,8 @@ class ConfigSetter(ConfigFields):
     """Setting keys by any of their names, each checked against its field's type."""
 
     @classmethod
-    @functools.cache
     def field_specs(cls) -> dict[str, tuple[dataclasses.Field, Any]]:
-        """Every key with its dataclass field and resolved type; resolved once per class, since
-        ``get_type_hints`` takes milliseconds and every key set or read looks them up. The dict is
-        shared: read it, never change it."""
+        """Every key with its dataclass field and resolved type."""
         hints = typing.get_type_hints(cls)
         return {f.name: (f, hints[f.name]) for f in dataclasses.fields(cls)}
 
