@@ -20,44 +20,38 @@ settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
-def start_ray():
-    """A new embedded Ray cluster (never one recorded by `ray start`) with 2 CPUs, started as
-    volley's Ray engine starts it."""
-    from volley.engines import ray_boot
-
-    ray_boot.init(ray_boot.cluster_kwargs(None, 2, "ERROR") | {"log_to_driver": False})
-
-
 @pytest.fixture
 def ray_session():
-    """The Ray cluster this test process shares (started on first use, about 6 s of CPU here):
-    each pytest-xdist process starts one and keeps it to the end, rather than one per module. A
-    test that needs Ray down (:func:`no_ray`) shuts it down, and the next test that asks for it
-    starts a new one."""
+    """The Ray cluster this test process shares: a new embedded one (never one recorded by `ray
+    start`) with 2 CPUs, started as volley's Ray engine starts it, on first use (about 6 s of CPU
+    here), and kept to the end rather than one per module. A test that needs Ray down
+    (:func:`no_ray`) shuts it down, and the next test that asks for it starts a new one."""
     import ray
 
+    from volley.engines import ray_boot
+
     if not ray.is_initialized():
-        start_ray()
+        ray_boot.init(ray_boot.cluster_kwargs(None, 2, "ERROR") | {"log_to_driver": False})
     return ray
 
 
-@pytest.fixture
-def no_ray() -> None:
-    """Ray is not running in this process: for what volley does when it has to start or find one."""
-    import ray
-
-    if ray.is_initialized():
-        from volley.engines.ray_engine import shutdown_ray
-
-        shutdown_ray()
-
-
-def pytest_sessionfinish(session: pytest.Session) -> None:
+def stop_ray() -> None:
+    """Shut Ray down as volley's engine does, if this process has it up."""
     ray = sys.modules.get("ray")
     if ray is not None and ray.is_initialized():
         from volley.engines.ray_engine import shutdown_ray
 
         shutdown_ray()
+
+
+@pytest.fixture
+def no_ray() -> None:
+    """Ray is not running in this process: for what volley does when it has to start or find one."""
+    stop_ray()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    stop_ray()
 
 
 # The folders by how long their tests run, longest first. pytest-xdist (``--maxschedchunk 1`` in

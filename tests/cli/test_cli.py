@@ -187,7 +187,8 @@ def test_bench_sampler_rows_add_up():
         assert min(raw, forward, floor, sampled) > 0, row
         assert abs(floor - 1 / (1 / raw + 1 / forward)) <= 1, row  # shown to the step
         for shown, rate in ((float(row[6]), raw), (float(row[7]), floor)):
-            assert ratio_range(sampled, rate)[0] <= shown <= ratio_range(sampled, rate)[1], row
+            low, high = ratio_range(sampled, rate)
+            assert low <= shown <= high, row
 
 
 def ratio_range(shown_num: float, shown_den: float) -> tuple[float, float]:
